@@ -1,0 +1,42 @@
+// A heap buffer aligned for O_DIRECT and SIMD parity (page alignment).
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <span>
+
+namespace stripefs {
+
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlignment = 4096;
+
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t size) : size_(size) {
+    if (size == 0) return;
+    const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
+  ~AlignedBuffer() { std::free(data_); }
+  AlignedBuffer(AlignedBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    return *this;
+  }
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<std::byte> span() const { return {data_, size_}; }
+  void zero() { std::memset(data_, 0, size_); }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace stripefs

@@ -1,0 +1,37 @@
+// A member backed by a block device or a regular file, opened with O_DIRECT and driven by
+// an IoEngine (io_uring).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io_engine.hpp"
+#include "member.hpp"
+
+namespace stripefs {
+
+class FileMember final : public Member {
+ public:
+  // Opens `path` (block device: exclusively, as md does). `engine` must outlive the member.
+  static Result<std::unique_ptr<FileMember>> open(const std::string& path, IoEngine& engine);
+  ~FileMember() override;
+
+  void submit(MemberRequest request) override;
+  bool direct_io() const { return direct_; }
+  bool is_block_device() const { return block_device_; }
+
+ private:
+  FileMember(std::string name, uint64_t size, DeviceLimits limits, int fd, IoEngine& engine,
+             bool direct, bool block_device);
+
+  int fd_;
+  IoEngine& engine_;
+  bool direct_;
+  bool block_device_;
+};
+
+// Limits of a block device from /sys/dev/block/MAJ:MIN/queue (the parent's for a
+// partition). Exposed for tests.
+Result<DeviceLimits> block_device_limits(unsigned major, unsigned minor);
+
+}  // namespace stripefs

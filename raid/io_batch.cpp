@@ -1,0 +1,109 @@
+#include "io_batch.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <memory>
+#include <mutex>
+
+namespace stripefs {
+
+namespace {
+
+constexpr size_t kMaxIovecs = IOV_MAX;
+
+// Requests are cut at multiples of this: max_io rounded down to the preferred I/O size.
+uint64_t cut_boundary(const DeviceLimits& limits) {
+  const uint64_t preferred = std::max<uint64_t>(preferred_io_size(limits), limits.logical_block);
+  const uint64_t max_io = std::max<uint64_t>(limits.max_io, preferred);
+  return max_io / preferred * preferred;
+}
+
+}  // namespace
+
+std::vector<MergedRequest> merge_ios(std::vector<PlannedIo> ios,
+                                     std::span<const DeviceLimits* const> limits) {
+  std::sort(ios.begin(), ios.end(), [](const PlannedIo& a, const PlannedIo& b) {
+    return a.member != b.member ? a.member < b.member : a.offset < b.offset;
+  });
+  std::vector<MergedRequest> out;
+  uint64_t run_end = 0;
+  uint64_t run_length = 0;
+  for (const PlannedIo& io : ios) {
+    const uint64_t boundary = cut_boundary(*limits[io.member]);
+    uint64_t offset = io.offset;
+    std::byte* data = io.data;
+    uint64_t remaining = io.length;
+    while (remaining > 0) {
+      // Never let one piece cross a boundary: split it there.
+      const uint64_t to_boundary = boundary - offset % boundary;
+      const uint64_t length = std::min(remaining, to_boundary);
+      MergedRequest* run = out.empty() ? nullptr : &out.back();
+      const bool joins = run != nullptr && run->member == io.member && run_end == offset &&
+                         offset % boundary != 0 && run_length + length <= boundary &&
+                         run->iov.size() < kMaxIovecs;
+      if (!joins) {
+        out.push_back(MergedRequest{io.member, offset, {}, {}});
+        run = &out.back();
+        run_length = 0;
+      }
+      iovec& last = run->iov.empty() ? run->iov.emplace_back(iovec{data, 0}) : run->iov.back();
+      if (static_cast<std::byte*>(last.iov_base) + last.iov_len == data) {
+        last.iov_len += length;  // contiguous in memory too: one iovec
+      } else {
+        run->iov.push_back({data, length});
+      }
+      if (run->tags.empty() || run->tags.back() != io.tag) run->tags.push_back(io.tag);
+      run_length += length;
+      run_end = offset + length;
+      offset += length;
+      data += length;
+      remaining -= length;
+    }
+  }
+  return out;
+}
+
+void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<PlannedIo> ios,
+                bool fua, std::function<void(std::vector<FailedIo>)> done) {
+  if (ios.empty()) {
+    done({});
+    return;
+  }
+  std::vector<const DeviceLimits*> limits;
+  limits.reserve(members.size());
+  for (Member* m : members) limits.push_back(&m->limits());
+  std::vector<MergedRequest> requests = merge_ios(std::move(ios), limits);
+
+  struct Shared {
+    std::atomic<size_t> remaining;
+    std::mutex mutex;
+    std::vector<FailedIo> failures;
+    std::function<void(std::vector<FailedIo>)> done;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->remaining.store(requests.size());
+  shared->done = std::move(done);
+  for (MergedRequest& merged : requests) {
+    MemberRequest request;
+    request.op = op;
+    request.offset = merged.offset;
+    request.fua = fua;
+    request.iov = std::move(merged.iov);
+    const uint64_t expected = request.length();
+    request.done = [shared, member = merged.member, tags = std::move(merged.tags),
+                    expected](int64_t result) {
+      if (result < 0 || static_cast<uint64_t>(result) != expected) {
+        const int error = result < 0 ? static_cast<int>(-result) : EIO;
+        std::lock_guard lock(shared->mutex);
+        for (uint32_t tag : tags) shared->failures.push_back({member, tag, error});
+      }
+      if (shared->remaining.fetch_sub(1) == 1) {
+        shared->done(std::move(shared->failures));
+      }
+    };
+    members[merged.member]->submit(std::move(request));
+  }
+}
+
+}  // namespace stripefs

@@ -1,0 +1,218 @@
+#include "io_engine.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+
+#include "log.hpp"
+
+namespace stripefs {
+
+namespace {
+// user_data of the eventfd read that wakes the thread when requests are queued.
+constexpr uint64_t kWakeTag = 1;
+}  // namespace
+
+Result<std::unique_ptr<IoEngine>> IoEngine::create(unsigned queue_depth) {
+  std::unique_ptr<IoEngine> engine(new IoEngine(queue_depth));
+  io_uring_params params{};
+  params.flags = IORING_SETUP_CQSIZE;
+  params.cq_entries = queue_depth * 2;
+  int rc = io_uring_queue_init_params(queue_depth, &engine->ring_, &params);
+  if (rc < 0) return fail(-rc, "io_uring_queue_init: {}", std::strerror(-rc));
+  rc = io_uring_register_buffers_sparse(&engine->ring_, kMaxRegisteredBuffers);
+  if (rc < 0) {
+    io_uring_queue_exit(&engine->ring_);
+    return fail(-rc, "io_uring_register_buffers_sparse: {}", std::strerror(-rc));
+  }
+  engine->wake_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (engine->wake_fd_ < 0) {
+    io_uring_queue_exit(&engine->ring_);
+    return fail(errno, "eventfd: {}", std::strerror(errno));
+  }
+  engine->arm_wakeup();
+  io_uring_submit(&engine->ring_);
+  std::promise<void> started;
+  auto running = started.get_future();
+  engine->thread_ = std::thread([raw = engine.get(), &started] {
+    raw->thread_id_ = std::this_thread::get_id();
+    started.set_value();
+    raw->run();
+  });
+  running.wait();
+  return engine;
+}
+
+IoEngine::IoEngine(unsigned queue_depth) : queue_depth_(queue_depth) {}
+
+IoEngine::~IoEngine() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+    thread_.join();
+  }
+  if (wake_fd_ >= 0) {
+    io_uring_queue_exit(&ring_);
+    close(wake_fd_);
+  }
+}
+
+void IoEngine::submit(int fd, MemberRequest request) {
+  auto pending = std::make_unique<Pending>(Pending{fd, std::move(request)});
+  if (std::this_thread::get_id() == thread_id_) {
+    // A continuation queuing follow-up I/O: no lock and no wakeup needed.
+    backlog_.push_back(std::move(pending));
+    return;
+  }
+  bool was_empty;
+  {
+    std::lock_guard lock(mutex_);
+    was_empty = queue_.empty();
+    queue_.push_back(std::move(pending));
+  }
+  // Only the first request of a batch needs to wake the thread; the rest ride along.
+  if (was_empty) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
+}
+
+Result<unsigned> IoEngine::register_buffer(void* base, size_t length) {
+  std::lock_guard lock(register_mutex_);
+  unsigned slot = region_count_.load(std::memory_order_relaxed);
+  if (slot >= kMaxRegisteredBuffers) return fail(ENOSPC, "no free fixed-buffer slot");
+  iovec iov{base, length};
+  __u64 tag = 0;
+  int rc = io_uring_register_buffers_update_tag(&ring_, slot, &iov, &tag, 1);
+  if (rc < 0) return fail(-rc, "io_uring_register_buffers_update_tag: {}", std::strerror(-rc));
+  regions_[slot] = Region{reinterpret_cast<uintptr_t>(base), length};
+  region_count_.store(slot + 1, std::memory_order_release);
+  return slot;
+}
+
+IoEngineStats IoEngine::stats() const {
+  return IoEngineStats{requests_.load(), fixed_requests_.load(), submit_calls_.load()};
+}
+
+void IoEngine::arm_wakeup() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  io_uring_prep_read(sqe, wake_fd_, &wake_value_, sizeof(wake_value_), 0);
+  io_uring_sqe_set_data64(sqe, kWakeTag);
+}
+
+bool IoEngine::prepare(Pending* pending) {
+  // Keep completions within the CQ ring: at most queue_depth requests in flight.
+  if (in_flight_ >= queue_depth_) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    submit_calls_.fetch_add(1, std::memory_order_relaxed);
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) return false;
+  }
+  MemberRequest& request = pending->request;
+  const int fd = pending->fd;
+  const int rw_flags = request.fua ? RWF_DSYNC : 0;
+  switch (request.op) {
+    case MemberOp::flush:
+      io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+      break;
+    case MemberOp::read:
+    case MemberOp::write: {
+      int fixed_slot = -1;
+      if (request.iov.size() == 1) {
+        const auto start = reinterpret_cast<uintptr_t>(request.iov[0].iov_base);
+        const unsigned count = region_count_.load(std::memory_order_acquire);
+        for (unsigned slot = 0; slot < count; ++slot) {
+          const Region& r = regions_[slot];
+          if (start >= r.base && start + request.iov[0].iov_len <= r.base + r.length) {
+            fixed_slot = static_cast<int>(slot);
+            break;
+          }
+        }
+      }
+      if (fixed_slot >= 0) {
+        auto* base = request.iov[0].iov_base;
+        auto len = static_cast<unsigned>(request.iov[0].iov_len);
+        if (request.op == MemberOp::read) {
+          io_uring_prep_read_fixed(sqe, fd, base, len, request.offset, fixed_slot);
+        } else {
+          io_uring_prep_write_fixed(sqe, fd, base, len, request.offset, fixed_slot);
+        }
+        sqe->rw_flags = rw_flags;
+        fixed_requests_.fetch_add(1, std::memory_order_relaxed);
+      } else if (request.op == MemberOp::read) {
+        io_uring_prep_readv2(sqe, fd, request.iov.data(), static_cast<unsigned>(request.iov.size()),
+                             request.offset, 0);
+      } else {
+        io_uring_prep_writev2(sqe, fd, request.iov.data(),
+                              static_cast<unsigned>(request.iov.size()), request.offset, rw_flags);
+      }
+      break;
+    }
+  }
+  io_uring_sqe_set_data(sqe, pending);
+  ++in_flight_;
+  return true;
+}
+
+void IoEngine::complete(io_uring_cqe* cqe) {
+  std::unique_ptr<Pending> pending(static_cast<Pending*>(io_uring_cqe_get_data(cqe)));
+  const int64_t result = cqe->res;
+  --in_flight_;
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  auto done = std::move(pending->request.done);
+  pending.reset();
+  if (done) done(result);
+}
+
+void IoEngine::run() {
+  bool stopping = false;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& p : queue_) backlog_.push_back(std::move(p));
+      queue_.clear();
+      stopping = stopping_;
+    }
+    size_t prepared = 0;
+    while (prepared < backlog_.size() && prepare(backlog_[prepared].get())) {
+      backlog_[prepared].release();
+      ++prepared;
+    }
+    backlog_.erase(backlog_.begin(), backlog_.begin() + static_cast<ptrdiff_t>(prepared));
+
+    if (stopping && in_flight_ == 0 && backlog_.empty()) break;
+
+    submit_calls_.fetch_add(1, std::memory_order_relaxed);
+    int rc = io_uring_submit_and_wait(&ring_, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      raid_log().error("io_uring_submit_and_wait: {}", std::strerror(-rc));
+    }
+    io_uring_cqe* cqe;
+    unsigned head;
+    unsigned seen = 0;
+    bool rearm = false;
+    completed_.clear();
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      if (io_uring_cqe_get_data64(cqe) == kWakeTag) {
+        rearm = true;
+      } else {
+        completed_.push_back(*cqe);
+      }
+    }
+    io_uring_cq_advance(&ring_, seen);
+    if (rearm) arm_wakeup();
+    // Continuations may queue more work; they run after the CQ is released.
+    for (io_uring_cqe& c : completed_) complete(&c);
+  }
+}
+
+}  // namespace stripefs

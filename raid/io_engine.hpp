@@ -1,0 +1,87 @@
+// An I/O thread that owns one io_uring ring. Requests from any thread are queued, submitted
+// in batches, and their continuations run on this thread when the ring completes them.
+#pragma once
+
+#include <liburing.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "member.hpp"
+#include "result.hpp"
+
+namespace stripefs {
+
+struct IoEngineStats {
+  uint64_t requests = 0;        // member requests completed
+  uint64_t fixed_requests = 0;  // of those, served from a registered (fixed) buffer
+  uint64_t submit_calls = 0;    // io_uring_submit calls: requests / submit_calls = batching
+};
+
+class IoEngine {
+ public:
+  static constexpr unsigned kMaxRegisteredBuffers = 64;
+
+  static Result<std::unique_ptr<IoEngine>> create(unsigned queue_depth = 256);
+  // Waits for every queued and in-flight request to complete, then stops the thread.
+  ~IoEngine();
+  IoEngine(const IoEngine&) = delete;
+  IoEngine& operator=(const IoEngine&) = delete;
+
+  // Queues a request on `fd`. Thread-safe; `request.done` runs on the engine's thread.
+  void submit(int fd, MemberRequest request);
+
+  // Registers [base, base+length) as a fixed buffer: single-segment requests that lie
+  // inside it skip the kernel's per-request page pinning. The region must outlive the
+  // engine. Returns the slot used.
+  Result<unsigned> register_buffer(void* base, size_t length);
+
+  IoEngineStats stats() const;
+
+ private:
+  struct Pending {
+    int fd;
+    MemberRequest request;
+  };
+  struct Region {
+    uintptr_t base;
+    size_t length;
+  };
+
+  explicit IoEngine(unsigned queue_depth);
+  void run();
+  void arm_wakeup();
+  bool prepare(Pending* pending);
+  void complete(io_uring_cqe* cqe);
+
+  io_uring ring_{};
+  unsigned queue_depth_;
+  int wake_fd_ = -1;
+  uint64_t wake_value_ = 0;
+  std::thread thread_;
+
+  std::mutex mutex_;  // guards queue_ and stopping_
+  std::vector<std::unique_ptr<Pending>> queue_;
+  bool stopping_ = false;
+
+  // Owned by the engine thread.
+  std::thread::id thread_id_;
+  std::vector<std::unique_ptr<Pending>> backlog_;
+  std::vector<io_uring_cqe> completed_;
+  unsigned in_flight_ = 0;
+
+  std::array<Region, kMaxRegisteredBuffers> regions_{};
+  std::atomic<unsigned> region_count_{0};
+  std::mutex register_mutex_;
+
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> fixed_requests_{0};
+  std::atomic<uint64_t> submit_calls_{0};
+};
+
+}  // namespace stripefs

@@ -1,0 +1,63 @@
+#include "member.hpp"
+
+#include <cstring>
+#include <future>
+
+namespace stripefs {
+
+uint64_t MemberRequest::length() const {
+  uint64_t total = 0;
+  for (const iovec& v : iov) total += v.iov_len;
+  return total;
+}
+
+namespace {
+
+Result<void> run_sync(Member& member, MemberRequest request) {
+  std::promise<int64_t> promise;
+  auto future = promise.get_future();
+  const uint64_t expected = request.length();
+  const uint64_t offset = request.offset;
+  const MemberOp op = request.op;
+  request.done = [&promise](int64_t result) { promise.set_value(result); };
+  member.submit(std::move(request));
+  const int64_t result = future.get();
+  const char* what = op == MemberOp::read ? "read" : op == MemberOp::write ? "write" : "flush";
+  if (result < 0) {
+    return fail(static_cast<int>(-result), "{}: {} at byte {} failed: {}", member.name(), what,
+                offset, std::strerror(static_cast<int>(-result)));
+  }
+  if (op != MemberOp::flush && static_cast<uint64_t>(result) != expected) {
+    return fail(EIO, "{}: short {} at byte {}: {} of {} bytes", member.name(), what, offset,
+                result, expected);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<void> member_read(Member& member, uint64_t offset, std::span<std::byte> buffer) {
+  MemberRequest request;
+  request.op = MemberOp::read;
+  request.offset = offset;
+  request.iov.push_back({buffer.data(), buffer.size()});
+  return run_sync(member, std::move(request));
+}
+
+Result<void> member_write(Member& member, uint64_t offset, std::span<const std::byte> buffer,
+                          bool fua) {
+  MemberRequest request;
+  request.op = MemberOp::write;
+  request.offset = offset;
+  request.fua = fua;
+  request.iov.push_back({const_cast<std::byte*>(buffer.data()), buffer.size()});
+  return run_sync(member, std::move(request));
+}
+
+Result<void> member_flush(Member& member) {
+  MemberRequest request;
+  request.op = MemberOp::flush;
+  return run_sync(member, std::move(request));
+}
+
+}  // namespace stripefs

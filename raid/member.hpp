@@ -1,0 +1,64 @@
+// A member device of an array: the asynchronous block interface every backend implements.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "device_limits.hpp"
+#include "result.hpp"
+
+namespace stripefs {
+
+enum class MemberOp : uint8_t { read, write, flush };
+
+// One request to a member. Offsets and lengths are in bytes from the start of the device
+// and multiples of its logical block size; buffers are aligned to it. The buffers belong to
+// the caller and must stay live and unchanged until `done` runs.
+struct MemberRequest {
+  MemberOp op = MemberOp::read;
+  uint64_t offset = 0;
+  std::vector<iovec> iov;
+  bool fua = false;  // write: durable when done (RWF_DSYNC), not only when flushed
+  // Called exactly once, from any thread, with the bytes transferred or -errno.
+  std::function<void(int64_t)> done;
+
+  uint64_t length() const;
+};
+
+class Member {
+ public:
+  Member(std::string name, uint64_t size, DeviceLimits limits)
+      : name_(std::move(name)), size_(size), limits_(limits) {}
+  virtual ~Member() = default;
+  Member(const Member&) = delete;
+  Member& operator=(const Member&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint64_t size() const { return size_; }
+  const DeviceLimits& limits() const { return limits_; }
+  // Tests force limits (e.g. a 4 KiB optimal I/O size) to exercise alignment decisions.
+  void override_limits(const DeviceLimits& limits) { limits_ = limits; }
+
+  // Starts the request; completion is reported through request.done. Never blocks on the
+  // device; the caller must not hold locks that `done` may take.
+  virtual void submit(MemberRequest request) = 0;
+
+ private:
+  std::string name_;
+  uint64_t size_;
+  DeviceLimits limits_;
+};
+
+// Blocking helpers for setup paths (superblocks, tests, tools). Never call them from a
+// completion callback: they wait for one.
+Result<void> member_read(Member& member, uint64_t offset, std::span<std::byte> buffer);
+Result<void> member_write(Member& member, uint64_t offset, std::span<const std::byte> buffer,
+                          bool fua = false);
+Result<void> member_flush(Member& member);
+
+}  // namespace stripefs

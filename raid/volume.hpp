@@ -1,0 +1,138 @@
+// The array as a virtual block device: asynchronous read/write/flush over the members.
+//
+// Writes: the Volume never copies the caller's data. A full stripe's parity is computed
+// from the caller's buffers and those same buffers are submitted to the members; a partial
+// stripe is read-modify-written or reconstruct-written, whichever reads less, under the
+// stripe's lock. Buffers must stay live and unchanged until the callback runs (stable
+// pages). Reads land directly in the caller's buffers, also when a missing member's chunk
+// is rebuilt from parity.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "geometry.hpp"
+#include "member.hpp"
+#include "result.hpp"
+#include "stripe_locks.hpp"
+
+namespace stripefs {
+
+// One contiguous run of the volume and the caller's buffer for it. Offsets, lengths and
+// buffer addresses must be multiples of the array's sector size (512 or the members'
+// largest logical block).
+struct VolumePiece {
+  uint64_t offset;
+  std::span<std::byte> data;
+};
+
+struct VolumeStats {
+  uint64_t full_stripe_writes = 0;
+  uint64_t full_stripe_bytes = 0;     // caller bytes that took the full-stripe path
+  uint64_t partial_stripe_writes = 0;
+  uint64_t partial_stripe_bytes = 0;
+  uint64_t rmw_writes = 0;            // partial stripes done by read-modify-write
+  uint64_t rcw_writes = 0;            // ... by reconstruct-write
+  uint64_t degraded_writes = 0;       // partial stripes written with a member missing
+  uint64_t prereads = 0;              // member reads issued for partial-stripe writes
+  uint64_t preread_bytes = 0;
+  uint64_t degraded_reads = 0;        // read segments rebuilt from parity
+  uint64_t member_write_ios = 0;      // planned member I/Os, before merging
+  uint64_t member_read_ios = 0;
+};
+
+class Volume {
+ public:
+  using Callback = std::function<void(Result<void>)>;
+  using FailureListener = std::function<void(unsigned member, const Error& why)>;
+
+  // `members[i]` plays role i; nullptr for a member that is missing. Data lives from
+  // `data_offset` on each member. Members must outlive the Volume.
+  static Result<std::unique_ptr<Volume>> create(Geometry geometry, std::vector<Member*> members,
+                                                uint64_t data_offset);
+
+  const Geometry& geometry() const { return geometry_; }
+  uint64_t size() const { return geometry_.volume_size(); }
+  uint32_t sector_size() const { return sector_; }
+  uint64_t data_offset() const { return data_offset_; }
+
+  void read(std::vector<VolumePiece> pieces, Callback done);
+  void write(std::vector<VolumePiece> pieces, Callback done);
+  // Durable: every write acknowledged before this call reached stable media on every
+  // active member.
+  void flush(Callback done);
+
+  // Blocking forms, for tools and tests; never call them from a completion.
+  Result<void> read(uint64_t offset, std::span<std::byte> data);
+  Result<void> write(uint64_t offset, std::span<const std::byte> data);
+  Result<void> flush();
+
+  // --- members ---
+  bool active(unsigned member) const { return active_[member].load(std::memory_order_acquire); }
+  unsigned missing_members() const;
+  // True when some data can no longer be read or written (beyond the level's redundancy).
+  bool failed() const;
+  // Takes a member out of service (an I/O error, or an operator's request). The listener
+  // hears of it once per member, on the thread that noticed.
+  void fail_member(unsigned member, const Error& why);
+  void set_failure_listener(FailureListener listener);
+  Member* member(unsigned index) const { return members_[index]; }
+
+  // Reads stripes [first, first+count) from every active member and counts those whose
+  // parity does not match their data (all levels: mirrors must match too). Blocking.
+  Result<uint64_t> count_inconsistent_stripes(uint64_t first, uint64_t count);
+
+  VolumeStats stats() const;
+
+ private:
+  struct WriteJob;
+  struct StripeWrite;
+  struct ReadJob;
+
+  Volume(Geometry geometry, std::vector<Member*> members, uint64_t data_offset, uint32_t sector);
+
+  Result<void> check_pieces(const std::vector<VolumePiece>& pieces) const;
+  bool stripe_degraded() const { return missing_members() > 0; }
+  void note_failures(const std::vector<struct FailedIo>& failures);
+
+  // Write path.
+  void lock_next(std::shared_ptr<WriteJob> job);
+  void start_write(std::shared_ptr<WriteJob> job);
+  void plan_direct_stripe(StripeWrite& stripe, std::vector<struct PlannedIo>& ios);
+  void plan_full_stripe(StripeWrite& stripe, std::vector<struct PlannedIo>& ios);
+  void run_partial_stripe(std::shared_ptr<WriteJob> job, size_t index);
+  void finish_partial_stripe(std::shared_ptr<WriteJob> job, size_t index, bool rmw);
+  void stripe_done(std::shared_ptr<WriteJob> job, Result<void> result);
+
+  // Read path.
+  void read_segments(std::shared_ptr<ReadJob> job, std::vector<VolumePiece> segments);
+  void read_degraded(std::shared_ptr<ReadJob> job, VolumePiece segment);
+  void read_part_done(std::shared_ptr<ReadJob> job, Result<void> result);
+
+  Geometry geometry_;
+  std::vector<Member*> members_;
+  uint64_t data_offset_;
+  uint32_t sector_;
+  std::array<std::atomic<bool>, Geometry::kMaxMembers> active_{};
+  std::atomic<uint64_t> read_cursor_{0};  // spreads mirror reads over the copies
+
+  StripeLocks locks_;
+
+  std::mutex listener_mutex_;
+  FailureListener listener_;
+
+  struct AtomicStats {
+    std::atomic<uint64_t> full_stripe_writes{0}, full_stripe_bytes{0};
+    std::atomic<uint64_t> partial_stripe_writes{0}, partial_stripe_bytes{0};
+    std::atomic<uint64_t> rmw_writes{0}, rcw_writes{0}, degraded_writes{0};
+    std::atomic<uint64_t> prereads{0}, preread_bytes{0}, degraded_reads{0};
+    std::atomic<uint64_t> member_write_ios{0}, member_read_ios{0};
+  } stats_;
+};
+
+}  // namespace stripefs
