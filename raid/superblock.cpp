@@ -1,0 +1,351 @@
+#include "superblock.hpp"
+
+#include <isa-l/crc.h>
+
+#include <algorithm>
+#include <bit>
+#include <concepts>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "aligned_buffer.hpp"
+
+namespace stripefs {
+
+namespace {
+
+namespace sl = superblock_layout;
+
+using Block = std::span<std::byte, kSuperblockSize>;
+using ConstBlock = std::span<const std::byte, kSuperblockSize>;
+
+// Byte-by-byte so the format does not depend on the host's endianness or struct layout.
+template <std::unsigned_integral T>
+void put_le(Block out, size_t offset, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out[offset + i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i));
+  }
+}
+
+template <std::unsigned_integral T>
+T get_le(ConstBlock in, size_t offset) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    value |= std::to_integer<uint64_t>(in[offset + i]) << (8 * i);
+  }
+  return static_cast<T>(value);
+}
+
+void put_uuid(Block out, size_t offset, const Uuid& uuid) {
+  for (size_t i = 0; i < uuid.size(); ++i) out[offset + i] = std::byte{uuid[i]};
+}
+
+Uuid get_uuid(ConstBlock in, size_t offset) {
+  Uuid uuid;
+  for (size_t i = 0; i < uuid.size(); ++i) uuid[i] = std::to_integer<uint8_t>(in[offset + i]);
+  return uuid;
+}
+
+// Standard CRC-32C: isa-l neither pre- nor post-inverts, so both are done here.
+uint32_t checksum(ConstBlock in) {
+  // crc32_iscsi takes a non-const pointer but only reads.
+  auto* bytes = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(in.data()));
+  return ~crc32_iscsi(bytes, static_cast<int>(sl::kChecksum), 0xFFFFFFFFu);
+}
+
+bool valid_level(uint8_t value) {
+  return value == 0 || value == 1 || value == 5 || value == 6 || value == 10;
+}
+
+// An on-member area (bitmap or journal) must lie between the superblock and the data area.
+// Expects sb.data_offset to be validated already (>= the end of the superblock).
+Result<void> check_area(std::string_view where, std::string_view name, uint64_t offset,
+                        uint64_t size, uint64_t data_offset) {
+  if (size == 0) return {};
+  if (size > data_offset || offset > data_offset - size) {
+    return fail(EINVAL,
+                "member {}: superblock {}_offset {} + {}_size {} overlaps the data area at {}",
+                where, name, offset, name, size, data_offset);
+  }
+  constexpr uint64_t kEnd = kSuperblockOffset + kSuperblockSize;
+  if (offset < kEnd && offset + size > kSuperblockOffset) {
+    return fail(EINVAL,
+                "member {}: superblock {}_offset {} + {}_size {} overlaps the superblock at "
+                "[{}, {})",
+                where, name, offset, name, size, kSuperblockOffset, kEnd);
+  }
+  return {};
+}
+
+// The semantic checks, shared by decode (what we read) and write (what we are about to
+// make durable).
+Result<void> check_fields(const Superblock& sb, std::string_view where) {
+  const auto level = static_cast<uint8_t>(sb.level);
+  if (!valid_level(level)) {
+    return fail(EINVAL, "member {}: superblock level {} is not a RAID level (0, 1, 5, 6, 10)",
+                where, level);
+  }
+  const auto layout = static_cast<uint8_t>(sb.layout);
+  if (layout > static_cast<uint8_t>(ParityLayout::right_symmetric)) {
+    return fail(EINVAL, "member {}: superblock layout {} is not a parity layout (0..3)", where,
+                layout);
+  }
+  const unsigned count = sb.member_count;
+  if (count == 0 || count > Geometry::kMaxMembers) {
+    return fail(EINVAL, "member {}: superblock member_count {} is out of range (1..{})", where,
+                count, Geometry::kMaxMembers);
+  }
+  if (sb.role >= count) {
+    return fail(EINVAL, "member {}: superblock role {} is not below member_count {}", where,
+                sb.role, count);
+  }
+  if (sb.chunk_size < 4096 || !std::has_single_bit(sb.chunk_size)) {
+    return fail(EINVAL, "member {}: superblock chunk_size {} is not a power of two >= 4096", where,
+                sb.chunk_size);
+  }
+  constexpr uint64_t kSuperblockEnd = kSuperblockOffset + kSuperblockSize;
+  if (sb.data_offset % 4096 != 0 || sb.data_offset < kSuperblockEnd) {
+    return fail(EINVAL,
+                "member {}: superblock data_offset {} is not a multiple of 4096 at or after {}",
+                where, sb.data_offset, kSuperblockEnd);
+  }
+  if (sb.data_size == 0 || sb.data_size > UINT64_MAX - sb.data_offset) {
+    return fail(EINVAL, "member {}: superblock data_size {} is zero or runs past 2^64", where,
+                sb.data_size);
+  }
+  for (size_t role = 0; role < sb.member_states.size(); ++role) {
+    const auto state = static_cast<uint8_t>(sb.member_states[role]);
+    if (state > static_cast<uint8_t>(MemberState::rebuilding)) {
+      return fail(EINVAL, "member {}: superblock member_states[{}] = {} is not a member state",
+                  where, role, state);
+    }
+  }
+  if (auto ok = check_area(where, "bitmap", sb.bitmap_offset, sb.bitmap_size, sb.data_offset);
+      !ok) {
+    return ok;
+  }
+  if (sb.bitmap_size != 0 && sb.bitmap_chunk == 0) {
+    return fail(EINVAL, "member {}: superblock bitmap_chunk is 0 with a {}-byte bitmap", where,
+                sb.bitmap_size);
+  }
+  if (auto ok = check_area(where, "journal", sb.journal_offset, sb.journal_size, sb.data_offset);
+      !ok) {
+    return ok;
+  }
+  // Both areas end before data_offset (checked above), so these sums cannot overflow.
+  if (sb.bitmap_size != 0 && sb.journal_size != 0 &&
+      sb.journal_offset < sb.bitmap_offset + sb.bitmap_size &&
+      sb.bitmap_offset < sb.journal_offset + sb.journal_size) {
+    return fail(EINVAL,
+                "member {}: superblock journal area [{}, {}) overlaps the bitmap area [{}, {})",
+                where, sb.journal_offset, sb.journal_offset + sb.journal_size, sb.bitmap_offset,
+                sb.bitmap_offset + sb.bitmap_size);
+  }
+  return {};
+}
+
+Result<void> check_fits(const Member& member, const Superblock& sb) {
+  // check_fields has ruled out overflow of data_offset + data_size.
+  if (sb.data_offset + sb.data_size > member.size()) {
+    return fail(EINVAL,
+                "member {}: superblock data area [{}, {}) extends past the end of the member "
+                "({} bytes)",
+                member.name(), sb.data_offset, sb.data_offset + sb.data_size, member.size());
+  }
+  return {};
+}
+
+Result<void> check_holds_superblock(const Member& member) {
+  if (member.size() < kSuperblockOffset + kSuperblockSize) {
+    return fail(EINVAL, "member {}: too small to hold a superblock ({} bytes)", member.name(),
+                member.size());
+  }
+  return {};
+}
+
+// Superblock I/O goes through an aligned buffer so O_DIRECT members accept it.
+Block block_of(AlignedBuffer& buffer) {
+  return Block(buffer.data(), kSuperblockSize);
+}
+
+}  // namespace
+
+void encode_superblock(const Superblock& sb, std::span<std::byte, kSuperblockSize> out) {
+  std::ranges::fill(out, std::byte{0});
+  put_le(out, sl::kMagic, kSuperblockMagic);
+  put_le(out, sl::kVersionMajor, kSuperblockMajor);
+  put_le(out, sl::kVersionMinor, kSuperblockMinor);
+  put_uuid(out, sl::kArrayUuid, sb.array_uuid);
+  put_uuid(out, sl::kMemberUuid, sb.member_uuid);
+  const size_t label_size = std::min(sb.label.size(), kLabelSize);
+  std::memcpy(out.data() + sl::kLabel, sb.label.data(), label_size);
+  put_le(out, sl::kCreated, sb.created);
+  put_le(out, sl::kUpdated, sb.updated);
+  put_le(out, sl::kLevel, static_cast<uint8_t>(sb.level));
+  put_le(out, sl::kLayout, static_cast<uint8_t>(sb.layout));
+  put_le(out, sl::kMemberCount, sb.member_count);
+  put_le(out, sl::kRole, sb.role);
+  put_le(out, sl::kChunkSize, sb.chunk_size);
+  put_le(out, sl::kDataOffset, sb.data_offset);
+  put_le(out, sl::kDataSize, sb.data_size);
+  put_le(out, sl::kEvents, sb.events);
+  put_le(out, sl::kFlags, sb.flags);
+  put_le(out, sl::kRebuildCheckpoint, sb.rebuild_checkpoint);
+  put_le(out, sl::kBitmapOffset, sb.bitmap_offset);
+  put_le(out, sl::kBitmapSize, sb.bitmap_size);
+  put_le(out, sl::kBitmapChunk, sb.bitmap_chunk);
+  put_le(out, sl::kJournalOffset, sb.journal_offset);
+  put_le(out, sl::kJournalSize, sb.journal_size);
+  put_uuid(out, sl::kJournalDeviceUuid, sb.journal_device_uuid);
+  for (size_t role = 0; role < sb.member_states.size(); ++role) {
+    put_le(out, sl::kMemberStates + role, static_cast<uint8_t>(sb.member_states[role]));
+  }
+  put_le(out, sl::kChecksum, checksum(out));
+}
+
+Result<Superblock> decode_superblock(std::span<const std::byte, kSuperblockSize> in,
+                                     std::string_view where) {
+  // Magic first, so a device that was never ours is reported as such, not as damaged.
+  const auto magic = get_le<uint32_t>(in, sl::kMagic);
+  if (magic != kSuperblockMagic) {
+    return fail(ENODATA, "member {}: no stripefs superblock (magic 0x{:08x}, expected 0x{:08x})",
+                where, magic, kSuperblockMagic);
+  }
+  const auto stored = get_le<uint32_t>(in, sl::kChecksum);
+  const uint32_t computed = checksum(in);
+  if (stored != computed) {
+    return fail(EUCLEAN,
+                "member {}: superblock checksum mismatch (stored 0x{:08x}, computed 0x{:08x})",
+                where, stored, computed);
+  }
+  const auto major = get_le<uint16_t>(in, sl::kVersionMajor);
+  const auto minor = get_le<uint16_t>(in, sl::kVersionMinor);
+  if (major != kSuperblockMajor) {
+    return fail(EINVAL, "member {}: superblock version {}.{} is not supported (major {} only)",
+                where, major, minor, kSuperblockMajor);
+  }
+
+  Superblock sb;
+  sb.array_uuid = get_uuid(in, sl::kArrayUuid);
+  sb.member_uuid = get_uuid(in, sl::kMemberUuid);
+  sb.label.assign(reinterpret_cast<const char*>(in.data() + sl::kLabel), kLabelSize);
+  sb.label.erase(sb.label.find_last_not_of('\0') + 1);  // npos + 1 == 0: all NULs
+  sb.created = get_le<uint64_t>(in, sl::kCreated);
+  sb.updated = get_le<uint64_t>(in, sl::kUpdated);
+  // Enums have a fixed uint8_t underlying type, so any byte converts; check_fields rejects
+  // values that name no enumerator.
+  sb.level = static_cast<RaidLevel>(get_le<uint8_t>(in, sl::kLevel));
+  sb.layout = static_cast<ParityLayout>(get_le<uint8_t>(in, sl::kLayout));
+  sb.member_count = get_le<uint16_t>(in, sl::kMemberCount);
+  sb.role = get_le<uint16_t>(in, sl::kRole);
+  sb.chunk_size = get_le<uint32_t>(in, sl::kChunkSize);
+  sb.data_offset = get_le<uint64_t>(in, sl::kDataOffset);
+  sb.data_size = get_le<uint64_t>(in, sl::kDataSize);
+  sb.events = get_le<uint64_t>(in, sl::kEvents);
+  sb.flags = get_le<uint32_t>(in, sl::kFlags);
+  sb.rebuild_checkpoint = get_le<uint64_t>(in, sl::kRebuildCheckpoint);
+  sb.bitmap_offset = get_le<uint64_t>(in, sl::kBitmapOffset);
+  sb.bitmap_size = get_le<uint64_t>(in, sl::kBitmapSize);
+  sb.bitmap_chunk = get_le<uint64_t>(in, sl::kBitmapChunk);
+  sb.journal_offset = get_le<uint64_t>(in, sl::kJournalOffset);
+  sb.journal_size = get_le<uint64_t>(in, sl::kJournalSize);
+  sb.journal_device_uuid = get_uuid(in, sl::kJournalDeviceUuid);
+  for (size_t role = 0; role < sb.member_states.size(); ++role) {
+    sb.member_states[role] =
+        static_cast<MemberState>(get_le<uint8_t>(in, sl::kMemberStates + role));
+  }
+  if (auto ok = check_fields(sb, where); !ok) return fail(std::move(ok.error()));
+  return sb;
+}
+
+Result<Superblock> read_superblock(Member& member) {
+  if (auto ok = check_holds_superblock(member); !ok) return fail(std::move(ok.error()));
+  AlignedBuffer buffer(kSuperblockSize);
+  if (auto ok = member_read(member, kSuperblockOffset, buffer.span()); !ok) {
+    return fail(ok.error().code, "reading the superblock: {}", ok.error().message);
+  }
+  auto sb = decode_superblock(block_of(buffer), member.name());
+  if (!sb) return sb;
+  if (auto ok = check_fits(member, *sb); !ok) return fail(std::move(ok.error()));
+  return sb;
+}
+
+Result<void> write_superblock(Member& member, const Superblock& sb) {
+  if (auto ok = check_holds_superblock(member); !ok) return ok;
+  if (sb.label.size() > kLabelSize) {
+    return fail(EINVAL, "member {}: superblock label '{}' is longer than {} bytes", member.name(),
+                sb.label, kLabelSize);
+  }
+  if (auto ok = check_fields(sb, member.name()); !ok) return ok;
+  if (auto ok = check_fits(member, sb); !ok) return ok;
+  AlignedBuffer buffer(kSuperblockSize);
+  encode_superblock(sb, block_of(buffer));
+  if (auto ok = member_write(member, kSuperblockOffset, buffer.span(), /*fua=*/true); !ok) {
+    return fail(ok.error().code, "writing the superblock: {}", ok.error().message);
+  }
+  return {};
+}
+
+Uuid generate_uuid() {
+  std::random_device random;
+  Uuid uuid;
+  for (size_t i = 0; i < uuid.size(); i += 4) {
+    const uint32_t word = random();
+    for (size_t j = 0; j < 4; ++j) uuid[i + j] = static_cast<uint8_t>(word >> (8 * j));
+  }
+  uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0F) | 0x40);  // version 4: random
+  uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3F) | 0x80);  // variant 1 (RFC 4122)
+  return uuid;
+}
+
+namespace {
+
+// Byte indices before which format_uuid puts a dash.
+constexpr bool dash_before(size_t byte) {
+  return byte == 4 || byte == 6 || byte == 8 || byte == 10;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string format_uuid(const Uuid& uuid) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string text;
+  text.reserve(36);
+  for (size_t i = 0; i < uuid.size(); ++i) {
+    if (dash_before(i)) text.push_back('-');
+    text.push_back(kDigits[uuid[i] >> 4]);
+    text.push_back(kDigits[uuid[i] & 0x0F]);
+  }
+  return text;
+}
+
+Result<Uuid> parse_uuid(std::string_view text) {
+  auto bad = [text] {
+    return fail(EINVAL, "'{}' is not a UUID (expected 8-4-4-4-12 hex digits)", text);
+  };
+  if (text.size() != 36) return bad();
+  Uuid uuid;
+  size_t at = 0;
+  for (size_t i = 0; i < uuid.size(); ++i) {
+    if (dash_before(i) && text[at++] != '-') return bad();
+    const int high = hex_value(text[at++]);
+    const int low = hex_value(text[at++]);
+    if (high < 0 || low < 0) return bad();
+    uuid[i] = static_cast<uint8_t>(high << 4 | low);
+  }
+  return uuid;
+}
+
+bool is_zero(const Uuid& uuid) {
+  return std::ranges::all_of(uuid, [](uint8_t b) { return b == 0; });
+}
+
+}  // namespace stripefs
