@@ -14,7 +14,9 @@ namespace {
 constexpr size_t kMaxVectors = 66;
 }  // namespace
 
-uint8_t gf_multiply(uint8_t a, uint8_t b) { return gf_mul(a, b); }
+uint8_t gf_multiply(uint8_t a, uint8_t b) {
+  return gf_mul(a, b);
+}
 
 uint8_t gf_power_of_two(unsigned exponent) {
   uint8_t value = 1;
@@ -107,9 +109,12 @@ Result<void> recover(std::span<std::byte* const> chunks, unsigned parity_count,
         const unsigned row = survivors[r];
         for (unsigned c = 0; c < k; ++c) {
           uint8_t value;
-          if (row < k) value = row == c ? 1 : 0;
-          else if (row == k) value = 1;
-          else value = gf_power_of_two(c);
+          if (row < k)
+            value = row == c ? 1 : 0;
+          else if (row == k)
+            value = 1;
+          else
+            value = gf_power_of_two(c);
           matrix[r * k + c] = value;
         }
       }

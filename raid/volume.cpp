@@ -40,8 +40,8 @@ std::vector<Segment> fill_gaps(const std::vector<Segment>& segments, uint64_t lo
 // P (and Q) over [lo, hi) of data chunks given as segment lists that each cover [lo, hi).
 // Parity goes to p/q, which hold [lo, hi). No data is copied: isa-l reads the segments
 // where they are, cut where any chunk's segments change.
-void generate_segmented(const std::vector<std::vector<Segment>>& sources, uint64_t lo,
-                        uint64_t hi, std::byte* p, std::byte* q) {
+void generate_segmented(const std::vector<std::vector<Segment>>& sources, uint64_t lo, uint64_t hi,
+                        std::byte* p, std::byte* q) {
   const size_t k = sources.size();
   std::vector<size_t> index(k, 0);
   std::vector<std::byte*> pointers(k);
@@ -75,9 +75,10 @@ struct Volume::StripeWrite {
   uint64_t stripe = 0;
   std::vector<std::vector<Segment>> data;  // new data per data index, sorted
   uint64_t bytes = 0;
-  uint64_t lo = 0, hi = 0;                 // chunk-relative rows the write touches
+  uint64_t lo = 0, hi = 0;  // chunk-relative rows the write touches
   bool full = false;
-  AlignedBuffer buffer;                    // parity (full) or per-slot scratch (partial)
+  PooledBuffer parity;   // full stripe: P then Q
+  AlignedBuffer buffer;  // partial stripe: one scratch slot per chunk
 };
 
 struct Volume::WriteJob {
@@ -112,12 +113,12 @@ Result<std::unique_ptr<Volume>> Volume::create(Geometry geometry, std::vector<Me
     }
   }
   if (data_offset % 4096 != 0) return fail(EINVAL, "data offset {} not 4 KiB aligned", data_offset);
-  std::unique_ptr<Volume> volume(new Volume(std::move(geometry), std::move(members), data_offset,
-                                            sector));
+  std::unique_ptr<Volume> volume(
+      new Volume(std::move(geometry), std::move(members), data_offset, sector));
   if (volume->failed()) {
-    return fail(ENODEV, "{} of {} members missing; {} tolerates {}",
-                volume->missing_members(), volume->geometry_.members(),
-                to_string(volume->geometry_.level()), volume->geometry_.redundancy());
+    return fail(ENODEV, "{} of {} members missing; {} tolerates {}", volume->missing_members(),
+                volume->geometry_.members(), to_string(volume->geometry_.level()),
+                volume->geometry_.redundancy());
   }
   return volume;
 }
@@ -127,7 +128,8 @@ Volume::Volume(Geometry geometry, std::vector<Member*> members, uint64_t data_of
     : geometry_(std::move(geometry)),
       members_(std::move(members)),
       data_offset_(data_offset),
-      sector_(sector) {
+      sector_(sector),
+      parity_pool_(size_t{geometry_.parity_chunks()} * geometry_.chunk_size(), 256) {
   for (size_t i = 0; i < members_.size(); ++i) active_[i].store(members_[i] != nullptr);
 }
 
@@ -329,8 +331,8 @@ void Volume::plan_direct_stripe(StripeWrite& s, std::vector<PlannedIo>& ios) {
 void Volume::plan_full_stripe(StripeWrite& s, std::vector<PlannedIo>& ios) {
   const uint64_t chunk = geometry_.chunk_size();
   const unsigned parities = geometry_.parity_chunks();
-  s.buffer = AlignedBuffer(parities * chunk);
-  std::byte* p = s.buffer.data();
+  s.parity = parity_pool_.take();
+  std::byte* p = s.parity.data();
   std::byte* q = parities == 2 ? p + chunk : nullptr;
   // Parity straight from the caller's buffers, which are then written as they are.
   generate_segmented(s.data, 0, chunk, p, q);
@@ -483,8 +485,7 @@ void Volume::finish_partial_stripe(std::shared_ptr<WriteJob> job, size_t index, 
              [this, job](std::vector<FailedIo> failures) {
                note_failures(failures);
                if (failed()) {
-                 stripe_done(job, fail(EIO, "write failed: {} members missing",
-                                       missing_members()));
+                 stripe_done(job, fail(EIO, "write failed: {} members missing", missing_members()));
                } else {
                  stripe_done(job, {});
                }
@@ -587,11 +588,11 @@ void Volume::read_degraded(std::shared_ptr<ReadJob> job, VolumePiece seg) {
   auto work = [this, job, seg, stripe] {
     const unsigned k = geometry_.data_chunks();
     const unsigned parities = geometry_.parity_chunks();
-    const unsigned target = static_cast<unsigned>(seg.offset % geometry_.stripe_data_size() /
-                                                  geometry_.chunk_size());
+    const unsigned target =
+        static_cast<unsigned>(seg.offset % geometry_.stripe_data_size() / geometry_.chunk_size());
     const uint64_t length = seg.data.size();
-    const uint64_t at = data_offset_ + stripe * geometry_.chunk_size() +
-                        seg.offset % geometry_.chunk_size();
+    const uint64_t at =
+        data_offset_ + stripe * geometry_.chunk_size() + seg.offset % geometry_.chunk_size();
     auto scratch = std::make_shared<AlignedBuffer>((k + parities) * length);
     auto chunks = std::make_shared<std::vector<std::byte*>>();
     auto missing = std::make_shared<std::vector<unsigned>>();
@@ -617,8 +618,8 @@ void Volume::read_degraded(std::shared_ptr<ReadJob> job, VolumePiece seg) {
                    note_failures(failures);
                    locks_.release(stripe);
                    if (failed()) {
-                     read_part_done(job, fail(EIO, "volume byte {}: too many members failed",
-                                              seg.offset));
+                     read_part_done(
+                         job, fail(EIO, "volume byte {}: too many members failed", seg.offset));
                    } else {
                      read_degraded(job, seg);
                    }
@@ -711,8 +712,8 @@ Result<uint64_t> Volume::count_inconsistent_stripes(uint64_t first, uint64_t cou
         const ChunkLocation at = geometry_.locate(stripe, 0, c);
         if (!active(at.member)) continue;
         AlignedBuffer& target = reference ? b : a;
-        if (auto r = member_read(*members_[at.member], data_offset_ + at.member_offset,
-                                 target.span());
+        if (auto r =
+                member_read(*members_[at.member], data_offset_ + at.member_offset, target.span());
             !r) {
           return fail(r.error());
         }

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "buffer_pool.hpp"
 #include "geometry.hpp"
 #include "member.hpp"
 #include "result.hpp"
@@ -33,16 +34,16 @@ struct VolumePiece {
 
 struct VolumeStats {
   uint64_t full_stripe_writes = 0;
-  uint64_t full_stripe_bytes = 0;     // caller bytes that took the full-stripe path
+  uint64_t full_stripe_bytes = 0;  // caller bytes that took the full-stripe path
   uint64_t partial_stripe_writes = 0;
   uint64_t partial_stripe_bytes = 0;
-  uint64_t rmw_writes = 0;            // partial stripes done by read-modify-write
-  uint64_t rcw_writes = 0;            // ... by reconstruct-write
-  uint64_t degraded_writes = 0;       // partial stripes written with a member missing
-  uint64_t prereads = 0;              // member reads issued for partial-stripe writes
+  uint64_t rmw_writes = 0;       // partial stripes done by read-modify-write
+  uint64_t rcw_writes = 0;       // ... by reconstruct-write
+  uint64_t degraded_writes = 0;  // partial stripes written with a member missing
+  uint64_t prereads = 0;         // member reads issued for partial-stripe writes
   uint64_t preread_bytes = 0;
-  uint64_t degraded_reads = 0;        // read segments rebuilt from parity
-  uint64_t member_write_ios = 0;      // planned member I/Os, before merging
+  uint64_t degraded_reads = 0;    // read segments rebuilt from parity
+  uint64_t member_write_ios = 0;  // planned member I/Os, before merging
   uint64_t member_read_ios = 0;
 };
 
@@ -122,6 +123,7 @@ class Volume {
   std::atomic<uint64_t> read_cursor_{0};  // spreads mirror reads over the copies
 
   StripeLocks locks_;
+  BufferPool parity_pool_;  // P (and Q) of full-stripe writes
 
   std::mutex listener_mutex_;
   FailureListener listener_;
