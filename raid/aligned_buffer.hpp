@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <span>
+#include <utility>
 
 namespace stripefs {
 

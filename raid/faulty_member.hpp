@@ -41,13 +41,13 @@ class FaultyMember final : public Member {
   void submit(MemberRequest request) override;
 
   // --- what to inject (thread-safe, effective for requests submitted afterwards) ---
-  void fail_range(MemberOp op, ByteRange range);          // EIO for requests touching range
-  void fail_after(uint64_t requests);                     // every request after the Nth: EIO
-  void corrupt_reads(ByteRange range);                    // flip a byte per 512 B returned
-  void corrupt_writes(ByteRange range);                   // store data with a flipped byte
-  void set_latency(std::chrono::microseconds latency);    // delay before reaching inner
-  void set_volatile_cache(bool enabled);                  // writes wait in a cache for flush
-  void heal();                                            // stop failing and corrupting
+  void fail_range(MemberOp op, ByteRange range);        // EIO for requests touching range
+  void fail_after(uint64_t requests);                   // every request after the Nth: EIO
+  void corrupt_reads(ByteRange range);                  // flip a byte per 512 B returned
+  void corrupt_writes(ByteRange range);                 // store data with a flipped byte
+  void set_latency(std::chrono::microseconds latency);  // delay before reaching inner
+  void set_volatile_cache(bool enabled);                // writes wait in a cache for flush
+  void heal();                                          // stop failing and corrupting
 
   // Drops unflushed cached writes, keeping each with probability `survive` (0: all lost).
   // Returns how many were lost.

@@ -96,8 +96,7 @@ Result<std::unique_ptr<FileMember>> FileMember::open(const std::string& path, Io
       limits.logical_block = std::max<uint32_t>(sx.stx_dio_offset_align, 512);
     }
   }
-  return std::unique_ptr<FileMember>(
-      new FileMember(path, size, limits, fd, engine, direct, block));
+  return std::unique_ptr<FileMember>(new FileMember(path, size, limits, fd, engine, direct, block));
 }
 
 FileMember::FileMember(std::string name, uint64_t size, DeviceLimits limits, int fd,
@@ -108,8 +107,12 @@ FileMember::FileMember(std::string name, uint64_t size, DeviceLimits limits, int
       direct_(direct),
       block_device_(block_device) {}
 
-FileMember::~FileMember() { ::close(fd_); }
+FileMember::~FileMember() {
+  ::close(fd_);
+}
 
-void FileMember::submit(MemberRequest request) { engine_.submit(fd_, std::move(request)); }
+void FileMember::submit(MemberRequest request) {
+  engine_.submit(fd_, std::move(request));
+}
 
 }  // namespace stripefs

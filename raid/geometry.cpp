@@ -16,11 +16,16 @@ Result<RaidLevel> parse_raid_level(std::string_view text) {
 
 std::string_view to_string(RaidLevel level) {
   switch (level) {
-    case RaidLevel::raid0: return "raid0";
-    case RaidLevel::raid1: return "raid1";
-    case RaidLevel::raid5: return "raid5";
-    case RaidLevel::raid6: return "raid6";
-    case RaidLevel::raid10: return "raid10";
+    case RaidLevel::raid0:
+      return "raid0";
+    case RaidLevel::raid1:
+      return "raid1";
+    case RaidLevel::raid5:
+      return "raid5";
+    case RaidLevel::raid6:
+      return "raid6";
+    case RaidLevel::raid10:
+      return "raid10";
   }
   return "unknown";
 }
@@ -35,10 +40,14 @@ Result<ParityLayout> parse_parity_layout(std::string_view text) {
 
 std::string_view to_string(ParityLayout layout) {
   switch (layout) {
-    case ParityLayout::left_asymmetric: return "left-asymmetric";
-    case ParityLayout::right_asymmetric: return "right-asymmetric";
-    case ParityLayout::left_symmetric: return "left-symmetric";
-    case ParityLayout::right_symmetric: return "right-symmetric";
+    case ParityLayout::left_asymmetric:
+      return "left-asymmetric";
+    case ParityLayout::right_asymmetric:
+      return "right-asymmetric";
+    case ParityLayout::left_symmetric:
+      return "left-symmetric";
+    case ParityLayout::right_symmetric:
+      return "right-symmetric";
   }
   return "unknown";
 }
@@ -47,15 +56,24 @@ Result<Geometry> Geometry::create(RaidLevel level, unsigned members, uint32_t ch
                                   uint64_t member_data_size, ParityLayout layout) {
   unsigned minimum = 0;
   switch (level) {
-    case RaidLevel::raid0: minimum = 1; break;
-    case RaidLevel::raid1: minimum = 2; break;
-    case RaidLevel::raid10: minimum = 2; break;
-    case RaidLevel::raid5: minimum = 3; break;
-    case RaidLevel::raid6: minimum = 4; break;
+    case RaidLevel::raid0:
+      minimum = 1;
+      break;
+    case RaidLevel::raid1:
+      minimum = 2;
+      break;
+    case RaidLevel::raid10:
+      minimum = 2;
+      break;
+    case RaidLevel::raid5:
+      minimum = 3;
+      break;
+    case RaidLevel::raid6:
+      minimum = 4;
+      break;
   }
   if (members < minimum) {
-    return fail(EINVAL, "{} needs at least {} members, got {}", to_string(level), minimum,
-                members);
+    return fail(EINVAL, "{} needs at least {} members, got {}", to_string(level), minimum, members);
   }
   if (members > kMaxMembers) {
     return fail(EINVAL, "at most {} members are supported, got {}", kMaxMembers, members);
@@ -106,10 +124,10 @@ Result<Geometry> Geometry::create(RaidLevel level, unsigned members, uint32_t ch
     g.roles_.assign(n, std::vector<MemberRole>(n));
     for (unsigned phase = 0; phase < n; ++phase) {
       // md's raid5_compute_sector(), per algorithm, for data index dd of this phase.
-      const bool left = layout == ParityLayout::left_asymmetric ||
-                        layout == ParityLayout::left_symmetric;
-      const bool symmetric = layout == ParityLayout::left_symmetric ||
-                             layout == ParityLayout::right_symmetric;
+      const bool left =
+          layout == ParityLayout::left_asymmetric || layout == ParityLayout::left_symmetric;
+      const bool symmetric =
+          layout == ParityLayout::left_symmetric || layout == ParityLayout::right_symmetric;
       const unsigned pd = left ? n - 1 - phase : phase;
       unsigned qd = 0;
       for (unsigned dd = 0; dd < k; ++dd) {
@@ -144,11 +162,16 @@ Result<Geometry> Geometry::create(RaidLevel level, unsigned members, uint32_t ch
 
 unsigned Geometry::redundancy() const {
   switch (level_) {
-    case RaidLevel::raid0: return 0;
-    case RaidLevel::raid1: return members_ - 1;
-    case RaidLevel::raid10: return 1;
-    case RaidLevel::raid5: return 1;
-    case RaidLevel::raid6: return 2;
+    case RaidLevel::raid0:
+      return 0;
+    case RaidLevel::raid1:
+      return members_ - 1;
+    case RaidLevel::raid10:
+      return 1;
+    case RaidLevel::raid5:
+      return 1;
+    case RaidLevel::raid6:
+      return 2;
   }
   return 0;
 }
@@ -170,8 +193,12 @@ ChunkLocation Geometry::locate(uint64_t stripe, unsigned data_index, unsigned co
   return {0, 0};
 }
 
-unsigned Geometry::p_member(uint64_t stripe) const { return p_member_[stripe % members_]; }
-unsigned Geometry::q_member(uint64_t stripe) const { return q_member_[stripe % members_]; }
+unsigned Geometry::p_member(uint64_t stripe) const {
+  return p_member_[stripe % members_];
+}
+unsigned Geometry::q_member(uint64_t stripe) const {
+  return q_member_[stripe % members_];
+}
 
 std::optional<MemberRole> Geometry::role(unsigned member, uint64_t member_offset) const {
   const uint64_t row = member_offset / chunk_;

@@ -93,7 +93,7 @@ class Geometry {
   unsigned data_chunks_ = 0;
   unsigned parity_chunks_ = 0;
   unsigned copies_ = 1;
-  uint64_t rows_ = 0;     // chunk rows per member
+  uint64_t rows_ = 0;  // chunk rows per member
   uint64_t stripes_ = 0;
   // Parity levels, per phase (stripe % members): member of each data index, P, Q, and the
   // role of each member.

@@ -64,8 +64,8 @@ std::vector<MergedRequest> merge_ios(std::vector<PlannedIo> ios,
   return out;
 }
 
-void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<PlannedIo> ios,
-                bool fua, std::function<void(std::vector<FailedIo>)> done) {
+void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<PlannedIo> ios, bool fua,
+                std::function<void(std::vector<FailedIo>)> done) {
   if (ios.empty()) {
     done({});
     return;

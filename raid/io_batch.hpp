@@ -19,7 +19,7 @@ struct PlannedIo {
   uint64_t offset;  // bytes, absolute on the member
   std::byte* data;
   uint64_t length;
-  uint32_t tag;     // the caller's: reported back if this I/O fails
+  uint32_t tag;  // the caller's: reported back if this I/O fails
 };
 
 struct FailedIo {
@@ -40,7 +40,7 @@ std::vector<MergedRequest> merge_ios(std::vector<PlannedIo> ios,
                                      std::span<const DeviceLimits* const> limits);
 
 // Submits `ios` (all of kind `op`) to `members` and calls `done` once with every failure.
-void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<PlannedIo> ios,
-                bool fua, std::function<void(std::vector<FailedIo>)> done);
+void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<PlannedIo> ios, bool fua,
+                std::function<void(std::vector<FailedIo>)> done);
 
 }  // namespace stripefs

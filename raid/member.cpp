@@ -28,8 +28,8 @@ Result<void> run_sync(Member& member, MemberRequest request) {
                 offset, std::strerror(static_cast<int>(-result)));
   }
   if (op != MemberOp::flush && static_cast<uint64_t>(result) != expected) {
-    return fail(EIO, "{}: short {} at byte {}: {} of {} bytes", member.name(), what, offset,
-                result, expected);
+    return fail(EIO, "{}: short {} at byte {}: {} of {} bytes", member.name(), what, offset, result,
+                expected);
   }
   return {};
 }

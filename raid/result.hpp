@@ -25,6 +25,8 @@ std::unexpected<Error> fail(int code, fmt::format_string<Args...> format, Args&&
   return std::unexpected(Error{code, fmt::format(format, std::forward<Args>(args)...)});
 }
 
-inline std::unexpected<Error> fail(Error error) { return std::unexpected(std::move(error)); }
+inline std::unexpected<Error> fail(Error error) {
+  return std::unexpected(std::move(error));
+}
 
 }  // namespace stripefs

@@ -36,8 +36,8 @@ TEST(Geometry, EveryBlockRoundTripsForEveryLevel) {
   constexpr uint32_t kChunk = 4096;
   constexpr uint64_t kBlock = 512;
   for (const Case& c : all_cases()) {
-    SCOPED_TRACE(fmt::format("{} x{} layout {}", to_string(c.level), c.members,
-                             to_string(c.layout)));
+    SCOPED_TRACE(
+        fmt::format("{} x{} layout {}", to_string(c.level), c.members, to_string(c.layout)));
     const uint64_t rows = 2 * c.members + 3;
     auto g = Geometry::create(c.level, c.members, kChunk, rows * kChunk, c.layout);
     ASSERT_TRUE(g) << g.error().message;

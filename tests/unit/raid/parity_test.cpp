@@ -69,8 +69,8 @@ TEST(Parity, Raid5RecoversEveryMember) {
       std::memset(s.chunks[lost], 0xee, kLength);
       unsigned missing[] = {lost};
       ASSERT_TRUE(parity::recover(s.chunks, 1, missing, kLength));
-      EXPECT_EQ(std::memcmp(saved.data(), s.chunks[lost], kLength), 0) << "k=" << k << " lost "
-                                                                       << lost;
+      EXPECT_EQ(std::memcmp(saved.data(), s.chunks[lost], kLength), 0)
+          << "k=" << k << " lost " << lost;
     }
   }
 }

@@ -59,7 +59,7 @@ struct LevelCase {
   unsigned members;
 };
 
-const LevelCase kLevels[] = {{RaidLevel::raid0, 3}, {RaidLevel::raid1, 2}, {RaidLevel::raid1, 3},
+const LevelCase kLevels[] = {{RaidLevel::raid0, 3},  {RaidLevel::raid1, 2},  {RaidLevel::raid1, 3},
                              {RaidLevel::raid10, 4}, {RaidLevel::raid10, 3}, {RaidLevel::raid5, 3},
                              {RaidLevel::raid5, 4},  {RaidLevel::raid5, 6},  {RaidLevel::raid6, 4},
                              {RaidLevel::raid6, 6}};
@@ -123,7 +123,6 @@ TEST(Volume, FullStripeWritesAreZeroCopy) {
     EXPECT_EQ(parity, 8u * f.volume->geometry().parity_chunks() * kChunk);
   }
 }
-
 
 // A sequential stream of full stripes: each member sees ascending, contiguous requests,
 // merged up to its max_io and never crossing a max_io boundary.
@@ -240,7 +239,8 @@ TEST(Volume, ReadErrorIsServedFromRedundancy) {
   Fixture f(RaidLevel::raid6, 5);
   f.write(0, f.volume->size(), 5);
   f.array.faulty[0]->fail_range(MemberOp::read, {0, ~0ull});
-  f.array.faulty[3]->fail_range(MemberOp::read, {kDataOffset + 4 * kChunk, kDataOffset + 5 * kChunk});
+  f.array.faulty[3]->fail_range(MemberOp::read,
+                                {kDataOffset + 4 * kChunk, kDataOffset + 5 * kChunk});
   f.expect_contents();
   EXPECT_FALSE(f.volume->active(0));
   EXPECT_FALSE(f.volume->active(3));

@@ -1,0 +1,55 @@
+// What every stripefs-bench subcommand shares: member files, timing, RESULT lines.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "file_member.hpp"
+#include "io_engine.hpp"
+#include "result.hpp"
+
+namespace stripefs::bench {
+
+// Prints one machine-readable figure: "RESULT name value unit".
+inline void result(const std::string& name, double value, const std::string& unit = "") {
+  if (unit.empty()) {
+    std::printf("RESULT %s %.3f\n", name.c_str(), value);
+  } else {
+    std::printf("RESULT %s %.3f %s\n", name.c_str(), value, unit.c_str());
+  }
+  std::fflush(stdout);
+}
+
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// Seconds taken by `work`.
+inline double time_it(const std::function<void()>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Member files dir/member-N of `size` bytes, opened on `engine`; removed on destruction.
+class MemberFiles {
+ public:
+  static Result<std::unique_ptr<MemberFiles>> create(const std::string& dir, unsigned count,
+                                                     uint64_t size, IoEngine& engine);
+  ~MemberFiles();
+  std::vector<Member*> members() const;
+  std::vector<FileMember*> files() const;
+
+ private:
+  std::vector<std::string> paths_;
+  std::vector<std::unique_ptr<FileMember>> members_;
+};
+
+}  // namespace stripefs::bench
