@@ -70,9 +70,11 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     done({});
     return;
   }
+  // Missing members (nullptr) get no I/O; their slot only keeps indexes aligned.
+  static const DeviceLimits kNone{};
   std::vector<const DeviceLimits*> limits;
   limits.reserve(members.size());
-  for (Member* m : members) limits.push_back(&m->limits());
+  for (Member* m : members) limits.push_back(m ? &m->limits() : &kNone);
   std::vector<MergedRequest> requests = merge_ios(std::move(ios), limits);
 
   struct Shared {

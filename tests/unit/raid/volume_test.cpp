@@ -225,13 +225,63 @@ TEST(Volume, MemberFailureMidStreamKeepsDataAndTellsTheListener) {
     SCOPED_TRACE(name(c));
     Fixture f(c.level, c.members);
     std::atomic<int> heard{-1};
-    f.volume->set_failure_listener([&](unsigned member, const Error&) { heard = member; });
+    f.volume->set_failure_listener([&](unsigned member, const Error&) {
+      heard = member;
+      f.volume->failure_recorded(member);
+    });
     f.array.faulty[1]->fail_after(5);
     const uint64_t piece = 3 * 4096;
     for (uint64_t at = 0; at + piece <= f.volume->size(); at += piece) f.write(at, piece, at);
     EXPECT_EQ(heard.load(), 1);
     EXPECT_FALSE(f.volume->active(1));
     f.expect_contents();
+  }
+}
+
+// Like md, a write that saw a member fail is acknowledged only once the failure is recorded.
+// Memory members complete inside submit(), so "not called yet" is a fact, not a race.
+TEST(Volume, WritesAreHeldUntilTheFailureIsRecorded) {
+  Fixture f(RaidLevel::raid5, 4);
+  std::vector<unsigned> heard;
+  f.volume->set_failure_listener([&](unsigned member, const Error&) { heard.push_back(member); });
+  f.array.faulty[2]->fail_range(MemberOp::write, {0, ~0ull});
+  AlignedBuffer data = test::random_buffer(f.volume->geometry().stripe_data_size(), 1);
+  std::optional<Result<void>> outcome;
+  f.volume->write({{0, data.span()}}, [&](Result<void> r) { outcome = std::move(r); });
+  ASSERT_EQ(heard, std::vector<unsigned>{2});
+  EXPECT_FALSE(outcome.has_value()) << "acknowledged before the failure was recorded";
+  std::optional<Result<void>> flushed;
+  f.volume->flush([&](Result<void> r) { flushed = std::move(r); });
+  EXPECT_FALSE(flushed.has_value());
+  f.volume->failure_recorded(2);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_TRUE(*outcome);
+  ASSERT_TRUE(flushed.has_value());
+  EXPECT_TRUE(*flushed);
+  std::memcpy(f.reference.data(), data.data(), data.size());
+  f.expect_contents();
+}
+
+// Members absent from the start (nullptr) take no I/O and cost no redundancy twice.
+TEST(Volume, MissingMembersFromTheStart) {
+  for (const LevelCase& c : {LevelCase{RaidLevel::raid5, 4}, LevelCase{RaidLevel::raid6, 5},
+                             LevelCase{RaidLevel::raid10, 4}}) {
+    SCOPED_TRACE(name(c));
+    test::MemoryArray array(c.members, kDataOffset + kRows * kChunk);
+    auto geometry = Geometry::create(c.level, c.members, kChunk, kRows * kChunk);
+    auto members = array.members();
+    members[1] = nullptr;
+    auto volume = Volume::create(*geometry, members, kDataOffset);
+    ASSERT_TRUE(volume) << volume.error().message;
+    AlignedBuffer data = test::random_buffer((*volume)->size(), 4);
+    ASSERT_TRUE((*volume)->write(0, data.span()));
+    AlignedBuffer part = test::random_buffer(8192, 5);
+    ASSERT_TRUE((*volume)->write(4096, part.span()));
+    std::memcpy(data.data() + 4096, part.data(), part.size());
+    AlignedBuffer back((*volume)->size());
+    ASSERT_TRUE((*volume)->read(0, back.span()));
+    EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
+    EXPECT_TRUE((*volume)->flush());
   }
 }
 
