@@ -107,9 +107,9 @@ Result<std::unique_ptr<Volume>> Volume::create(Geometry geometry, std::vector<Me
   for (Member* m : members) {
     if (m == nullptr) continue;
     sector = std::max(sector, m->limits().logical_block);
-    if (data_offset + geometry.member_data_size() > m->size()) {
-      return fail(ENOSPC, "member {}: {} bytes, the array needs {}", m->name(), m->size(),
-                  data_offset + geometry.member_data_size());
+    if (m->size() < data_offset || m->size() - data_offset < geometry.member_data_size()) {
+      return fail(ENOSPC, "member {}: {} bytes, the array needs {} from byte {}", m->name(),
+                  m->size(), geometry.member_data_size(), data_offset);
     }
   }
   if (data_offset % 4096 != 0) return fail(EINVAL, "data offset {} not 4 KiB aligned", data_offset);
@@ -163,8 +163,30 @@ void Volume::fail_member(unsigned member, const Error& why) {
   {
     std::lock_guard lock(listener_mutex_);
     listener = listener_;
+    if (listener) unrecorded_ |= uint64_t{1} << member;
   }
   if (listener) listener(member, why);
+}
+
+void Volume::failure_recorded(unsigned member) {
+  std::vector<std::function<void()>> ready;
+  {
+    std::lock_guard lock(listener_mutex_);
+    unrecorded_ &= ~(uint64_t{1} << member);
+    if (unrecorded_ == 0) ready = std::exchange(held_, {});
+  }
+  for (auto& then : ready) then();
+}
+
+void Volume::after_failures_recorded(std::function<void()> then) {
+  {
+    std::lock_guard lock(listener_mutex_);
+    if (unrecorded_ != 0) {
+      held_.push_back(std::move(then));
+      return;
+    }
+  }
+  then();
 }
 
 void Volume::set_failure_listener(FailureListener listener) {
@@ -291,6 +313,10 @@ void Volume::start_write(std::shared_ptr<WriteJob> job) {
     StripeWrite& s = job->stripes[i];
     if (!geometry_.has_parity()) {
       plan_direct_stripe(s, ios);
+      auto& count = s.full ? stats_.full_stripe_writes : stats_.partial_stripe_writes;
+      auto& bytes = s.full ? stats_.full_stripe_bytes : stats_.partial_stripe_bytes;
+      count.fetch_add(1, std::memory_order_relaxed);
+      bytes.fetch_add(s.bytes, std::memory_order_relaxed);
     } else if (s.full) {
       plan_full_stripe(s, ios);
     } else {
@@ -498,13 +524,15 @@ void Volume::stripe_done(std::shared_ptr<WriteJob> job, Result<void> result) {
     if (!job->error) job->error = result.error();
   }
   if (job->remaining.fetch_sub(1) != 1) return;
-  for (const StripeWrite& s : job->stripes) locks_.release(s.stripe);
-  Callback done = std::move(job->done);
-  if (job->error) {
-    done(fail(*job->error));
-  } else {
-    done({});
-  }
+  after_failures_recorded([this, job] {
+    for (const StripeWrite& s : job->stripes) locks_.release(s.stripe);
+    Callback done = std::move(job->done);
+    if (job->error) {
+      done(fail(*job->error));
+    } else {
+      done({});
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -674,11 +702,13 @@ void Volume::flush(Callback done) {
                              fmt::format("flush failed: {}", std::strerror(-result))});
       }
       if (shared->remaining.fetch_sub(1) != 1) return;
-      if (failed()) {
-        shared->done(fail(EIO, "flush failed: {} members missing", missing_members()));
-      } else {
-        shared->done({});
-      }
+      after_failures_recorded([this, shared] {
+        if (failed()) {
+          shared->done(fail(EIO, "flush failed: {} members missing", missing_members()));
+        } else {
+          shared->done({});
+        }
+      });
     };
     members_[i]->submit(std::move(request));
   }
@@ -697,60 +727,76 @@ Result<void> Volume::flush() {
   return wait_for([&](Callback done) { flush(std::move(done)); });
 }
 
-Result<uint64_t> Volume::count_inconsistent_stripes(uint64_t first, uint64_t count) {
-  const uint64_t chunk = geometry_.chunk_size();
-  const unsigned n = geometry_.members();
-  uint64_t inconsistent = 0;
-  if (geometry_.level() == RaidLevel::raid0) return 0;
-  if (!geometry_.has_parity()) {
-    AlignedBuffer a(chunk), b(chunk);
-    for (uint64_t stripe = first; stripe < first + count && stripe < geometry_.stripes();
-         ++stripe) {
-      std::optional<unsigned> reference;
-      bool differs = false;
-      for (unsigned c = 0; c < geometry_.copies(); ++c) {
-        const ChunkLocation at = geometry_.locate(stripe, 0, c);
-        if (!active(at.member)) continue;
-        AlignedBuffer& target = reference ? b : a;
-        if (auto r =
-                member_read(*members_[at.member], data_offset_ + at.member_offset, target.span());
-            !r) {
-          return fail(r.error());
-        }
-        if (!reference) {
-          reference = at.member;
-        } else if (std::memcmp(a.data(), b.data(), chunk) != 0) {
-          differs = true;
-        }
-      }
-      inconsistent += differs ? 1 : 0;
-    }
-    return inconsistent;
+Result<uint64_t> Volume::check_stripes(uint64_t first, uint64_t count, bool repair) {
+  if (missing_members() > 0) {
+    return fail(EAGAIN, "checking stripes needs every member; {} missing", missing_members());
   }
-  const unsigned k = geometry_.data_chunks();
-  const unsigned parities = geometry_.parity_chunks();
-  AlignedBuffer rows(uint64_t{n} * chunk), expected(2 * chunk);
-  for (uint64_t stripe = first; stripe < first + count && stripe < geometry_.stripes(); ++stripe) {
-    for (unsigned m = 0; m < n; ++m) {
-      if (!active(m)) return fail(EAGAIN, "parity check needs every member; {} is missing", m);
-      if (auto r = member_read(*members_[m], data_offset_ + stripe * chunk,
-                               {rows.data() + m * chunk, chunk});
+  const uint64_t chunk = geometry_.chunk_size();
+  AlignedBuffer rows(uint64_t{geometry_.members()} * chunk), expected(2 * chunk);
+  uint64_t inconsistent = 0;
+  const uint64_t last = std::min(first + count, geometry_.stripes());
+  for (uint64_t stripe = first; stripe < last; ++stripe) {
+    // Under the stripe's lock: a concurrent write cannot change data and parity meanwhile.
+    std::promise<void> granted;
+    if (!locks_.acquire(stripe, [&granted] { granted.set_value(); })) granted.get_future().wait();
+    auto bad = check_stripe(stripe, repair, rows.span(), expected.span());
+    locks_.release(stripe);
+    if (!bad) return fail(bad.error());
+    inconsistent += *bad ? 1 : 0;
+  }
+  return inconsistent;
+}
+
+Result<bool> Volume::check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
+                                  std::span<std::byte> expected) {
+  const uint64_t chunk = geometry_.chunk_size();
+  // Chunk `slot` of the stripe: data indexes, then P and Q (mirrors: the copies).
+  std::vector<ChunkLocation> where;
+  if (geometry_.has_parity()) {
+    for (unsigned i = 0; i < geometry_.data_chunks(); ++i)
+      where.push_back(geometry_.locate(stripe, i));
+    where.push_back({geometry_.p_member(stripe), stripe * chunk});
+    if (geometry_.parity_chunks() == 2)
+      where.push_back({geometry_.q_member(stripe), stripe * chunk});
+  } else if (geometry_.copies() > 1) {
+    for (unsigned c = 0; c < geometry_.copies(); ++c)
+      where.push_back(geometry_.locate(stripe, 0, c));
+  } else {
+    return false;  // RAID0: nothing to compare
+  }
+  std::vector<std::byte*> slots;
+  for (size_t i = 0; i < where.size(); ++i) {
+    std::byte* at = rows.data() + i * chunk;
+    slots.push_back(at);
+    if (auto r = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
+                             {at, chunk});
+        !r) {
+      return fail(r.error());
+    }
+  }
+  std::vector<std::pair<size_t, std::byte*>> fixes;  // slot, correct contents
+  if (geometry_.has_parity()) {
+    const unsigned k = geometry_.data_chunks();
+    std::byte* p = expected.data();
+    std::byte* q = geometry_.parity_chunks() == 2 ? expected.data() + chunk : nullptr;
+    parity::generate(std::span(slots).subspan(0, k), p, q, chunk);
+    if (std::memcmp(p, slots[k], chunk) != 0) fixes.emplace_back(k, p);
+    if (q && std::memcmp(q, slots[k + 1], chunk) != 0) fixes.emplace_back(k + 1, q);
+  } else {
+    for (size_t c = 1; c < slots.size(); ++c) {
+      if (std::memcmp(slots[0], slots[c], chunk) != 0) fixes.emplace_back(c, slots[0]);
+    }
+  }
+  if (repair) {
+    for (auto [slot, contents] : fixes) {
+      if (auto r = member_write(*members_[where[slot].member],
+                                data_offset_ + where[slot].member_offset, {contents, chunk});
           !r) {
         return fail(r.error());
       }
     }
-    std::vector<std::byte*> data;
-    for (unsigned i = 0; i < k; ++i) {
-      data.push_back(rows.data() + geometry_.locate(stripe, i).member * chunk);
-    }
-    std::byte* p = expected.data();
-    std::byte* q = parities == 2 ? expected.data() + chunk : nullptr;
-    parity::generate(data, p, q, chunk);
-    bool bad = std::memcmp(p, rows.data() + geometry_.p_member(stripe) * chunk, chunk) != 0;
-    if (q) bad |= std::memcmp(q, rows.data() + geometry_.q_member(stripe) * chunk, chunk) != 0;
-    inconsistent += bad ? 1 : 0;
   }
-  return inconsistent;
+  return !fixes.empty();
 }
 
 }  // namespace stripefs

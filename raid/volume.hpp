@@ -79,14 +79,23 @@ class Volume {
   // True when some data can no longer be read or written (beyond the level's redundancy).
   bool failed() const;
   // Takes a member out of service (an I/O error, or an operator's request). The listener
-  // hears of it once per member, on the thread that noticed.
+  // hears of it once per member, on the thread that noticed, and must then record it durably
+  // and call failure_recorded(): until then, writes and flushes are not acknowledged (as md
+  // holds writes until its superblock update), so a crash can never bring back the failed
+  // member as if it were current.
   void fail_member(unsigned member, const Error& why);
   void set_failure_listener(FailureListener listener);
+  void failure_recorded(unsigned member);
   Member* member(unsigned index) const { return members_[index]; }
 
-  // Reads stripes [first, first+count) from every active member and counts those whose
-  // parity does not match their data (all levels: mirrors must match too). Blocking.
-  Result<uint64_t> count_inconsistent_stripes(uint64_t first, uint64_t count);
+  // Reads stripes [first, first+count) from every member and counts those whose parity does
+  // not match their data, or whose mirror copies differ. With `repair`, also rewrites the
+  // parity from the data (mirrors: the other copies from the first), under each stripe's
+  // lock so it may run beside writes: that is resync. Needs every member. Blocking.
+  Result<uint64_t> check_stripes(uint64_t first, uint64_t count, bool repair);
+  Result<uint64_t> count_inconsistent_stripes(uint64_t first, uint64_t count) {
+    return check_stripes(first, count, false);
+  }
 
   VolumeStats stats() const;
 
@@ -97,6 +106,8 @@ class Volume {
 
   Volume(Geometry geometry, std::vector<Member*> members, uint64_t data_offset, uint32_t sector);
 
+  Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
+                            std::span<std::byte> expected);
   Result<void> check_pieces(const std::vector<VolumePiece>& pieces) const;
   bool stripe_degraded() const { return missing_members() > 0; }
   void note_failures(const std::vector<struct FailedIo>& failures);
@@ -125,8 +136,13 @@ class Volume {
   StripeLocks locks_;
   BufferPool parity_pool_;  // P (and Q) of full-stripe writes
 
-  std::mutex listener_mutex_;
+  // Runs `then` once every failure reported to the listener is recorded.
+  void after_failures_recorded(std::function<void()> then);
+
+  std::mutex listener_mutex_;  // guards listener_, unrecorded_, held_
   FailureListener listener_;
+  uint64_t unrecorded_ = 0;  // bit per member whose failure is not yet recorded
+  std::vector<std::function<void()>> held_;
 
   struct AtomicStats {
     std::atomic<uint64_t> full_stripe_writes{0}, full_stripe_bytes{0};
