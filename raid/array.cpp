@@ -1,0 +1,333 @@
+#include "array.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <set>
+
+#include "aligned_buffer.hpp"
+#include "log.hpp"
+
+namespace stripefs {
+
+namespace {
+
+uint64_t now() {
+  return static_cast<uint64_t>(std::time(nullptr));
+}
+
+// The fields every member of one array must agree on; the first that differs, by name.
+std::optional<std::string> geometry_mismatch(const Superblock& a, const Superblock& b) {
+  if (a.level != b.level) return "level";
+  if (a.layout != b.layout) return "layout";
+  if (a.member_count != b.member_count) return "member_count";
+  if (a.chunk_size != b.chunk_size) return "chunk_size";
+  if (a.data_offset != b.data_offset) return "data_offset";
+  if (a.data_size != b.data_size) return "data_size";
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<Superblock> create_array(std::span<Member* const> members, const ArrayOptions& options) {
+  const unsigned count = static_cast<unsigned>(members.size());
+  if (count == 0) return fail(EINVAL, "no members given");
+  // Probe the geometry first so level/count/chunk errors come before any member is read.
+  if (auto g = Geometry::create(options.level, count, options.chunk_size, options.chunk_size,
+                                options.layout);
+      !g) {
+    return fail(g.error());
+  }
+  if (options.data_offset % 4096 != 0 ||
+      options.data_offset < kSuperblockOffset + kSuperblockSize) {
+    return fail(EINVAL, "data offset {} must be a multiple of 4096 after the superblock",
+                options.data_offset);
+  }
+  uint64_t smallest = UINT64_MAX;
+  const uint32_t block = members[0]->limits().logical_block;
+  for (Member* m : members) {
+    if (m->limits().logical_block != block) {
+      return fail(EINVAL, "member {}: logical block size {} differs from {} of {}", m->name(),
+                  m->limits().logical_block, block, members[0]->name());
+    }
+    const uint64_t needed = options.data_offset + options.chunk_size;
+    if (m->size() < needed) {
+      return fail(ENOSPC, "member {}: {} bytes is too small (needs at least {})", m->name(),
+                  m->size(), needed);
+    }
+    smallest = std::min(smallest, m->size());
+    auto existing = read_superblock(*m);
+    if (existing && !options.force) {
+      return fail(EEXIST, "member {}: holds array {} ('{}', role {}); force to overwrite it",
+                  m->name(), format_uuid(existing->array_uuid), existing->label, existing->role);
+    }
+    if (!existing && existing.error().code != ENODATA && existing.error().code != EUCLEAN &&
+        existing.error().code != EINVAL) {
+      return fail(existing.error());  // could not even read it
+    }
+  }
+  std::set<Member*> distinct(members.begin(), members.end());
+  if (distinct.size() != members.size()) return fail(EINVAL, "a member is given twice");
+
+  const uint64_t data_size =
+      (smallest - options.data_offset) / options.chunk_size * options.chunk_size;
+  auto geometry =
+      Geometry::create(options.level, count, options.chunk_size, data_size, options.layout);
+  if (!geometry) return fail(geometry.error());
+
+  Superblock sb;
+  sb.array_uuid = is_zero(options.uuid) ? generate_uuid() : options.uuid;
+  sb.label = options.label;
+  sb.created = sb.updated = now();
+  sb.level = options.level;
+  sb.layout = options.layout;
+  sb.member_count = static_cast<uint16_t>(count);
+  sb.chunk_size = options.chunk_size;
+  sb.data_offset = options.data_offset;
+  sb.data_size = data_size;
+  sb.events = 1;
+  sb.set_clean(options.assume_clean);  // dirty until the initial sync completes
+  if (sb.label.size() > kLabelSize) {
+    return fail(EINVAL, "label '{}' is longer than {} bytes", sb.label, kLabelSize);
+  }
+  std::vector<Superblock> written(count, sb);
+  for (unsigned role = 0; role < count; ++role) {
+    written[role].role = static_cast<uint16_t>(role);
+    written[role].member_uuid = generate_uuid();
+    if (auto w = write_superblock(*members[role], written[role]); !w) return fail(w.error());
+  }
+  if (!options.assume_clean) {
+    // Initial sync: parity (or mirrors) made consistent with whatever the members hold,
+    // then the array is recorded clean. Until then a crash leaves it dirty, so the next
+    // assembly syncs again.
+    auto volume = Volume::create(*geometry, {members.begin(), members.end()}, sb.data_offset);
+    if (!volume) return fail(volume.error());
+    auto synced = (*volume)->check_stripes(0, geometry->stripes(), true);
+    if (!synced) return fail(synced.error());
+    if (auto f = (*volume)->flush(); !f) return fail(f.error());
+    for (unsigned role = 0; role < count; ++role) {
+      written[role].set_clean(true);
+      written[role].events = 2;
+      written[role].updated = now();
+      if (auto w = write_superblock(*members[role], written[role]); !w) return fail(w.error());
+    }
+  }
+  return written[0];
+}
+
+Result<Assembly> assemble(std::span<Member* const> members) {
+  if (members.empty()) return fail(EINVAL, "no members given");
+  struct Found {
+    Member* member;
+    Superblock sb;
+  };
+  std::vector<Found> found;
+  std::vector<std::string> notes;
+  for (Member* m : members) {
+    auto sb = read_superblock(*m);
+    if (!sb) {
+      if (sb.error().code == ENODATA) return fail(sb.error());  // not a member of any array
+      // Damaged: the member cannot vouch for itself; leave it out and say so.
+      notes.push_back(fmt::format("{} (kept out)", sb.error().message));
+      continue;
+    }
+    found.push_back({m, *sb});
+  }
+  if (found.empty()) return fail(EIO, "no member has a readable superblock");
+  // The freshest superblock speaks for the array.
+  const Found& freshest = *std::max_element(
+      found.begin(), found.end(), [](auto& a, auto& b) { return a.sb.events < b.sb.events; });
+  Assembly out;
+  out.superblock = freshest.sb;
+  const Superblock& master = out.superblock;
+  out.by_role.assign(master.member_count, nullptr);
+  for (const Found& f : found) {
+    if (f.sb.array_uuid != master.array_uuid) {
+      return fail(EINVAL, "member {}: array_uuid {} differs from {} of member {}", f.member->name(),
+                  format_uuid(f.sb.array_uuid), format_uuid(master.array_uuid),
+                  freshest.member->name());
+    }
+    if (auto field = geometry_mismatch(f.sb, master)) {
+      return fail(EINVAL, "member {}: {} differs from member {}", f.member->name(), *field,
+                  freshest.member->name());
+    }
+    if (out.by_role[f.sb.role] != nullptr) {
+      return fail(EINVAL, "members {} and {} both claim role {}", out.by_role[f.sb.role]->name(),
+                  f.member->name(), f.sb.role);
+    }
+    if (f.sb.events < master.events) {
+      notes.push_back(fmt::format("member {} (role {}) is stale: events {} < {}; kept out",
+                                  f.member->name(), f.sb.role, f.sb.events, master.events));
+      continue;
+    }
+    if (master.member_states[f.sb.role] != MemberState::active) {
+      notes.push_back(fmt::format("member {} (role {}) is recorded as failed; kept out",
+                                  f.member->name(), f.sb.role));
+      continue;
+    }
+    out.by_role[f.sb.role] = f.member;
+  }
+  std::vector<unsigned> missing;
+  for (unsigned role = 0; role < master.member_count; ++role) {
+    if (out.by_role[role] == nullptr) missing.push_back(role);
+  }
+  for (unsigned role : missing) {
+    const bool said =
+        std::any_of(found.begin(), found.end(), [&](const Found& f) { return f.sb.role == role; });
+    if (!said)
+      notes.push_back(
+          fmt::format("role {} of array {} is missing", role, format_uuid(master.array_uuid)));
+  }
+  out.notes = std::move(notes);
+  return out;
+}
+
+Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members, bool force) {
+  auto assembly = assemble(members);
+  if (!assembly) return fail(assembly.error());
+  Superblock& sb = assembly->superblock;
+  auto geometry =
+      Geometry::create(sb.level, sb.member_count, sb.chunk_size, sb.data_size, sb.layout);
+  if (!geometry) return fail(geometry.error());
+  auto volume = Volume::create(*geometry, assembly->by_role, sb.data_offset);
+  if (!volume) {
+    std::string why = volume.error().message;
+    for (const auto& note : assembly->notes) why += "; " + note;
+    return fail(volume.error().code, "array {}: cannot start: {}", format_uuid(sb.array_uuid), why);
+  }
+  const bool degraded = (*volume)->missing_members() > 0;
+  if (!sb.clean()) {
+    if (degraded && !force) {
+      return fail(EUCLEAN,
+                  "array {}: was not shut down cleanly and is degraded, so parity may not match "
+                  "the data; refusing to start (force to accept)",
+                  format_uuid(sb.array_uuid));
+    }
+    if (!degraded) {
+      raid_log().warn("array {}: not shut down cleanly; resyncing all stripes",
+                      format_uuid(sb.array_uuid));
+      auto fixed = (*volume)->check_stripes(0, (*volume)->geometry().stripes(), true);
+      if (!fixed) return fail(fixed.error());
+      raid_log().info("array {}: resync repaired {} stripes", format_uuid(sb.array_uuid), *fixed);
+    }
+  }
+  std::vector<Uuid> uuids(sb.member_count);
+  for (unsigned role = 0; role < sb.member_count; ++role) {
+    Member* m = assembly->by_role[role];
+    if (m == nullptr) continue;
+    auto own = read_superblock(*m);
+    if (!own) return fail(own.error());
+    uuids[role] = own->member_uuid;
+  }
+  std::unique_ptr<Array> array(new Array(sb, assembly->by_role, std::move(uuids),
+                                         std::move(*volume), std::move(assembly->notes)));
+  // Running: dirty until closed, missing roles recorded.
+  {
+    std::lock_guard lock(array->mutex_);
+    for (unsigned role = 0; role < sb.member_count; ++role) {
+      if (array->by_role_[role] == nullptr &&
+          array->master_.member_states[role] == MemberState::active) {
+        array->master_.member_states[role] = MemberState::missing;
+      }
+    }
+    array->master_.set_clean(false);
+    ++array->master_.events;
+    if (auto w = array->write_superblocks(); !w) {
+      array->closed_ = true;
+      return fail(w.error());
+    }
+  }
+  return array;
+}
+
+Array::Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> member_uuids,
+             std::unique_ptr<Volume> volume, std::vector<std::string> notes)
+    : master_(std::move(master)),
+      by_role_(std::move(by_role)),
+      member_uuids_(std::move(member_uuids)),
+      volume_(std::move(volume)),
+      notes_(std::move(notes)) {
+  recorder_ = std::thread([this] { record_loop(); });
+  volume_->set_failure_listener([this](unsigned role, const Error&) { on_member_failed(role); });
+}
+
+Array::~Array() {
+  if (!closed_) {
+    if (auto c = close(); !c) raid_log().error("closing the array: {}", c.error().message);
+  }
+  volume_->set_failure_listener(nullptr);
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  recorder_.join();
+}
+
+Superblock Array::superblock() const {
+  std::lock_guard lock(mutex_);
+  return master_;
+}
+
+Result<void> Array::write_superblocks() {
+  master_.updated = now();
+  std::optional<Error> last;
+  unsigned written = 0;
+  for (unsigned role = 0; role < master_.member_count; ++role) {
+    Member* m = by_role_[role];
+    if (m == nullptr || !volume_->active(role)) continue;
+    Superblock mine = master_;
+    mine.role = static_cast<uint16_t>(role);
+    mine.member_uuid = member_uuids_[role];
+    if (auto w = write_superblock(*m, mine); !w) {
+      last = w.error();
+      continue;
+    }
+    ++written;
+  }
+  if (written == 0 && last) return fail(*last);
+  return {};
+}
+
+void Array::on_member_failed(unsigned role) {
+  {
+    std::lock_guard lock(queue_mutex_);
+    failed_roles_.push_back(role);
+  }
+  queue_cv_.notify_one();
+}
+
+void Array::record_loop() {
+  std::unique_lock lock(queue_mutex_);
+  for (;;) {
+    queue_cv_.wait(lock, [this] { return stopping_ || !failed_roles_.empty(); });
+    if (failed_roles_.empty()) return;
+    const unsigned role = failed_roles_.front();
+    failed_roles_.pop_front();
+    lock.unlock();
+    {
+      std::lock_guard state(mutex_);
+      master_.member_states[role] = MemberState::faulty;
+      ++master_.events;
+      if (auto w = write_superblocks(); !w) {
+        raid_log().error("recording the failure of role {}: {}", role, w.error().message);
+      }
+    }
+    // Held writes may now be acknowledged (even if no survivor took the record: then the
+    // array has failed and they report EIO anyway).
+    volume_->failure_recorded(role);
+    lock.lock();
+  }
+}
+
+Result<void> Array::close() {
+  if (closed_) return {};
+  auto flushed = volume_->flush();
+  std::lock_guard lock(mutex_);
+  closed_ = true;
+  if (!flushed) return fail(flushed.error());
+  master_.set_clean(true);
+  ++master_.events;
+  return write_superblocks();
+}
+
+}  // namespace stripefs

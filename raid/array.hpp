@@ -1,0 +1,91 @@
+// An array's life: creation (superblocks on every member), assembly from whatever members
+// are given, running (member failures recorded in the survivors' superblocks), and a clean
+// shutdown. The Volume does the I/O; this keeps the members' records true.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "superblock.hpp"
+#include "volume.hpp"
+
+namespace stripefs {
+
+struct ArrayOptions {
+  RaidLevel level = RaidLevel::raid5;
+  ParityLayout layout = ParityLayout::left_symmetric;
+  uint32_t chunk_size = 512 * 1024;  // md's default
+  std::string label;
+  Uuid uuid{};                     // zero: a random one
+  uint64_t data_offset = 1 << 20;  // room for the superblock, bitmap and alignment
+  bool force = false;              // overwrite members that belong to another array
+  bool assume_clean = false;       // skip the initial parity sync (members known zeroed)
+};
+
+// Creates an array on `members` (in role order). Every member is checked first — size,
+// block size, an existing array — and nothing is written unless all pass. Unless
+// assume_clean, parity (or mirrors) is then made consistent with whatever the members hold.
+// Returns the superblock of role 0.
+Result<Superblock> create_array(std::span<Member* const> members, const ArrayOptions& options);
+
+struct Assembly {
+  Superblock superblock;           // the freshest (highest events)
+  std::vector<Member*> by_role;    // nullptr where a role is missing or kept out
+  std::vector<std::string> notes;  // one line per member missing, stale or damaged
+};
+
+// Reads every member's superblock and decides which members form the array. Refuses, with
+// a line naming the member and field, members of different arrays or geometries, a device
+// that holds no stripefs superblock, two members claiming one role, and too many members
+// missing for the level's redundancy.
+Result<Assembly> assemble(std::span<Member* const> members);
+
+class Array {
+ public:
+  // Assembles and starts the array: an unclean (dirty) array is resynced first when all
+  // members are present, and refused when degraded unless `force` (its parity may be stale:
+  // the write hole). The superblocks then record it as running (dirty, events bumped).
+  static Result<std::unique_ptr<Array>> open(std::span<Member* const> members, bool force = false);
+  // Closes cleanly if close() was not called.
+  ~Array();
+
+  Volume& volume() { return *volume_; }
+  Superblock superblock() const;
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  // Flushes the members and records a clean shutdown in every active member's superblock.
+  Result<void> close();
+
+ private:
+  Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> member_uuids,
+        std::unique_ptr<Volume> volume, std::vector<std::string> notes);
+
+  // Writes `master_` (with each member's own role and UUID) to every active member.
+  Result<void> write_superblocks();
+  void on_member_failed(unsigned role);
+  void record_loop();
+
+  mutable std::mutex mutex_;  // guards master_ and the superblock writes
+  Superblock master_;
+  std::vector<Member*> by_role_;
+  std::vector<Uuid> member_uuids_;
+  std::unique_ptr<Volume> volume_;
+  std::vector<std::string> notes_;
+  bool closed_ = false;
+
+  // Failures are recorded by a thread of their own: the listener runs on an I/O thread,
+  // which must not wait for its own completions.
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<unsigned> failed_roles_;
+  bool stopping_ = false;
+  std::thread recorder_;
+};
+
+}  // namespace stripefs
