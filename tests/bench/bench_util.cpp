@@ -9,11 +9,13 @@
 namespace stripefs::bench {
 
 Result<std::unique_ptr<MemberFiles>> MemberFiles::create(const std::string& dir, unsigned count,
-                                                         uint64_t size, IoEngine& engine) {
+                                                         uint64_t size, IoEngine& engine,
+                                                         bool keep) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return fail(ec.value(), "cannot create {}: {}", dir, ec.message());
   auto files = std::make_unique<MemberFiles>();
+  files->keep_ = keep;
   for (unsigned i = 0; i < count; ++i) {
     std::string path = fmt::format("{}/member-{}", dir, i);
     int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0600);
@@ -32,6 +34,7 @@ Result<std::unique_ptr<MemberFiles>> MemberFiles::create(const std::string& dir,
 
 MemberFiles::~MemberFiles() {
   members_.clear();
+  if (keep_) return;
   for (const auto& path : paths_) ::unlink(path.c_str());
 }
 

@@ -41,14 +41,17 @@ inline double time_it(const std::function<void()>& work) {
 // Member files dir/member-N of `size` bytes, opened on `engine`; removed on destruction.
 class MemberFiles {
  public:
+  // With `keep`, the files stay when this object goes (the demo leaves its array behind).
   static Result<std::unique_ptr<MemberFiles>> create(const std::string& dir, unsigned count,
-                                                     uint64_t size, IoEngine& engine);
+                                                     uint64_t size, IoEngine& engine,
+                                                     bool keep = false);
   ~MemberFiles();
   std::vector<Member*> members() const;
   std::vector<FileMember*> files() const;
 
  private:
   std::vector<std::string> paths_;
+  bool keep_ = false;
   std::vector<std::unique_ptr<FileMember>> members_;
 };
 

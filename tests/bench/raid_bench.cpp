@@ -49,19 +49,28 @@ Result<void> run_queued(
   return {};
 }
 
-// The member I/Os of stripes [first, first+count) as the Volume would issue them: every
-// chunk (data and parity) for writes, data chunks only for reads.
-std::vector<PlannedIo> member_ranges(const Geometry& g, uint64_t first, uint64_t count,
-                                     bool include_parity, std::byte* buffer) {
+// The member I/Os of stripes [first, first+count) as the Volume issues them: for writes
+// every copy and parity chunk, for reads one copy of each data chunk (spread over the
+// copies as the Volume spreads them). `buffer` holds one chunk per member per stripe.
+std::vector<PlannedIo> member_ranges(const Geometry& g, uint64_t first, uint64_t count, bool write,
+                                     std::byte* buffer) {
   std::vector<PlannedIo> ios;
   const uint64_t chunk = g.chunk_size();
+  uint64_t slot = 0;
+  auto add = [&](const ChunkLocation& at) {
+    ios.push_back({at.member, kDataOffset + at.member_offset, buffer + slot++ * chunk, chunk, 0});
+  };
   for (uint64_t s = first; s < first + count; ++s) {
-    for (unsigned m = 0; m < g.members(); ++m) {
-      auto role = g.role(m, s * chunk);
-      const bool parity = role && (role->kind == MemberRole::p || role->kind == MemberRole::q);
-      if (parity && !include_parity) continue;
-      const uint64_t slot = (s - first) * g.members() + m;
-      ios.push_back({m, kDataOffset + s * chunk, buffer + slot * chunk, chunk, 0});
+    for (unsigned d = 0; d < g.data_chunks(); ++d) {
+      if (write) {
+        for (unsigned c = 0; c < g.copies(); ++c) add(g.locate(s, d, c));
+      } else {
+        add(g.locate(s, d, static_cast<unsigned>(s % g.copies())));
+      }
+    }
+    if (write && g.has_parity()) {
+      add({g.p_member(s), s * chunk});
+      if (g.parity_chunks() == 2) add({g.q_member(s), s * chunk});
     }
   }
   return ios;
@@ -73,6 +82,12 @@ int run_raid_bench(const RaidBenchOptions& options) {
   auto level = parse_raid_level(options.level);
   if (!level) {
     std::fprintf(stderr, "stripefs-bench: %s\n", level.error().message.c_str());
+    return 2;
+  }
+  if (options.member_size < kDataOffset + 4 * uint64_t{options.chunk}) {
+    std::fprintf(stderr, "stripefs-bench: --size %llu is too small: members need at least %llu\n",
+                 static_cast<unsigned long long>(options.member_size),
+                 static_cast<unsigned long long>(kDataOffset + 4 * uint64_t{options.chunk}));
     return 2;
   }
   auto geometry =
@@ -103,7 +118,14 @@ int run_raid_bench(const RaidBenchOptions& options) {
   const uint64_t requests = g.stripes() / per_request;
   const uint64_t request_bytes = per_request * g.stripe_data_size();
   const uint64_t data_bytes = requests * request_bytes;
-  const uint64_t member_write_bytes = requests * per_request * g.chunk_size() * g.members();
+  if (requests == 0) {
+    std::fprintf(stderr, "stripefs-bench: the volume (%llu bytes) holds no whole request of %llu\n",
+                 static_cast<unsigned long long>(g.volume_size()),
+                 static_cast<unsigned long long>(per_request * g.stripe_data_size()));
+    return 2;
+  }
+  const uint64_t member_write_bytes =
+      requests * per_request * g.chunk_size() * (g.data_chunks() * g.copies() + g.parity_chunks());
   const uint64_t member_read_bytes = data_bytes;
 
   std::printf("# %s of %u members, chunk %s, %s per member in %s; %s per request, depth %u\n",
@@ -112,7 +134,8 @@ int run_raid_bench(const RaidBenchOptions& options) {
               options.dir.c_str(), format_size(request_bytes).c_str(), options.depth);
   // A buffer per in-flight request, filled with data once: parity is real work each pass.
   std::vector<AlignedBuffer> buffers;
-  const uint64_t slot_bytes = per_request * g.chunk_size() * g.members();
+  const uint64_t slot_bytes =
+      per_request * g.chunk_size() * (g.data_chunks() * g.copies() + g.parity_chunks());
   for (unsigned i = 0; i < options.depth; ++i) {
     buffers.emplace_back(std::max(request_bytes, slot_bytes));
     auto* words = reinterpret_cast<uint64_t*>(buffers.back().data());

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "demo.hpp"
 #include "raid_bench.hpp"
 #include "units.hpp"
 
@@ -30,7 +31,21 @@ int main(int argc, char** argv) {
   raid_cmd->add_option("--depth", raid.depth, "requests in flight (default 4)");
   raid_cmd->add_option("--repeat", raid.repeat, "passes; figures are medians (default 5)");
 
-  CLI11_PARSE(app, argc, argv);
+  stripefs::bench::DemoOptions demo;
+  auto* demo_cmd = app.add_subcommand(
+      "demo", "create an array on member files, exercise it and check every step");
+  demo_cmd->add_option("--dir", demo.dir, "directory for the member files")->required();
+  demo_cmd->add_option("--level", demo.level, "RAID level (default 5)");
+  demo_cmd->add_option("--members", demo.members, "number of members (default 4)");
+  std::string demo_size = "64M";
+  demo_cmd->add_option("--size", demo_size, "size of each member file (default 64M)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help is success; every usage error exits 2, with CLI11's one-line message.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   if (raid_cmd->parsed()) {
     uint64_t chunk_bytes = 0;
@@ -54,6 +69,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     return stripefs::bench::run_raid_bench(raid);
+  }
+  if (demo_cmd->parsed()) {
+    auto size = stripefs::parse_size(demo_size);
+    if (!size) {
+      std::fprintf(stderr, "stripefs-bench: %s\n", size.error().message.c_str());
+      return 2;
+    }
+    demo.member_size = *size;
+    return stripefs::bench::run_demo(demo);
   }
   return 0;
 }
