@@ -111,8 +111,7 @@ bool IoEngine::prepare(Pending* pending) {
   if (in_flight_ >= queue_depth_) return false;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) {
-    submit_calls_.fetch_add(1, std::memory_order_relaxed);
-    io_uring_submit(&ring_);
+    if (io_uring_submit(&ring_) > 0) submit_calls_.fetch_add(1, std::memory_order_relaxed);
     sqe = io_uring_get_sqe(&ring_);
     if (sqe == nullptr) return false;
   }
@@ -190,8 +189,8 @@ void IoEngine::run() {
 
     if (stopping && in_flight_ == 0 && backlog_.empty()) break;
 
-    submit_calls_.fetch_add(1, std::memory_order_relaxed);
     int rc = io_uring_submit_and_wait(&ring_, 1);
+    if (rc > 0) submit_calls_.fetch_add(1, std::memory_order_relaxed);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       raid_log().error("io_uring_submit_and_wait: {}", std::strerror(-rc));
     }

@@ -20,7 +20,8 @@ namespace stripefs {
 struct IoEngineStats {
   uint64_t requests = 0;        // member requests completed
   uint64_t fixed_requests = 0;  // of those, served from a registered (fixed) buffer
-  uint64_t submit_calls = 0;    // io_uring_submit calls: requests / submit_calls = batching
+  uint64_t submit_calls = 0;    // submissions that carried requests: requests / submit_calls
+                                // is the batching (wake-up reads count as requests too)
 };
 
 class IoEngine {

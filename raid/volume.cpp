@@ -123,13 +123,22 @@ Result<std::unique_ptr<Volume>> Volume::create(Geometry geometry, std::vector<Me
   return volume;
 }
 
+// Enough parity buffers in the (registrable) arena for many stripes in flight, within a
+// 32 MiB budget.
+size_t Volume::parity_arena_buffers(const Geometry& geometry) {
+  const size_t buffer = size_t{geometry.parity_chunks()} * geometry.chunk_size();
+  if (buffer == 0) return 0;
+  return std::clamp<size_t>((32u << 20) / buffer, 8, 256);
+}
+
 Volume::Volume(Geometry geometry, std::vector<Member*> members, uint64_t data_offset,
                uint32_t sector)
     : geometry_(std::move(geometry)),
       members_(std::move(members)),
       data_offset_(data_offset),
       sector_(sector),
-      parity_pool_(size_t{geometry_.parity_chunks()} * geometry_.chunk_size(), 256) {
+      parity_pool_(size_t{geometry_.parity_chunks()} * geometry_.chunk_size(),
+                   parity_arena_buffers(geometry_), 64) {
   for (size_t i = 0; i < members_.size(); ++i) active_[i].store(members_[i] != nullptr);
 }
 

@@ -98,6 +98,9 @@ class Volume {
   }
 
   VolumeStats stats() const;
+  // Where the full-stripe parity buffers live: register it with the members' IoEngine
+  // (IoEngine::register_buffer) so parity writes go out as fixed-buffer writes.
+  std::span<std::byte> parity_arena() const { return parity_pool_.arena(); }
 
  private:
   struct WriteJob;
@@ -105,11 +108,11 @@ class Volume {
   struct ReadJob;
 
   Volume(Geometry geometry, std::vector<Member*> members, uint64_t data_offset, uint32_t sector);
+  static size_t parity_arena_buffers(const Geometry& geometry);
 
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
                             std::span<std::byte> expected);
   Result<void> check_pieces(const std::vector<VolumePiece>& pieces) const;
-  bool stripe_degraded() const { return missing_members() > 0; }
   void note_failures(const std::vector<struct FailedIo>& failures);
 
   // Write path.

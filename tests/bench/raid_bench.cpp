@@ -112,6 +112,12 @@ int run_raid_bench(const RaidBenchOptions& options) {
     return 1;
   }
   Volume& v = **volume;
+  if (!v.parity_arena().empty()) {
+    if (auto r = (*engine)->register_buffer(v.parity_arena().data(), v.parity_arena().size()); !r) {
+      std::fprintf(stderr, "stripefs-bench: %s\n", r.error().message.c_str());
+      return 1;
+    }
+  }
   const Geometry& g = v.geometry();
   // One request covers `per_request` whole stripes; the whole volume is written each pass.
   const uint64_t per_request = std::max<uint64_t>(1, options.request_size / g.stripe_data_size());
@@ -203,6 +209,11 @@ int run_raid_bench(const RaidBenchOptions& options) {
                                      static_cast<double>(std::max<uint64_t>(
                                          1, stats.full_stripe_bytes + stats.partial_stripe_bytes)));
   result("preread_bytes", static_cast<double>(stats.preread_bytes), "B");
+  const auto engine_stats = (*engine)->stats();
+  result("fixed_buffer_requests", static_cast<double>(engine_stats.fixed_requests));
+  result("requests_per_submit",
+         static_cast<double>(engine_stats.requests) /
+             static_cast<double>(std::max<uint64_t>(1, engine_stats.submit_calls)));
   // Same member bytes both ways, so the ratio of times is the ratio of throughputs.
   result("write_ratio", dw / vw);
   result("read_ratio", dr / vr);
