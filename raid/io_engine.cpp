@@ -97,7 +97,21 @@ Result<unsigned> IoEngine::register_buffer(void* base, size_t length) {
 }
 
 IoEngineStats IoEngine::stats() const {
-  return IoEngineStats{requests_.load(), fixed_requests_.load(), submit_calls_.load()};
+  IoEngineStats s;
+  s.requests = requests_.load();
+  s.fixed_requests = fixed_requests_.load();
+  s.largest_batch = largest_batch_.load();
+  s.submit_calls = submit_calls_.load();
+  return s;
+}
+
+// Only the engine thread submits, so a plain load/store keeps the maximum.
+void IoEngine::count_submission(int submitted) {
+  if (submitted <= 0) return;
+  submit_calls_.fetch_add(1, std::memory_order_relaxed);
+  if (static_cast<uint64_t>(submitted) > largest_batch_.load(std::memory_order_relaxed)) {
+    largest_batch_.store(static_cast<uint64_t>(submitted), std::memory_order_relaxed);
+  }
 }
 
 void IoEngine::arm_wakeup() {
@@ -111,7 +125,7 @@ bool IoEngine::prepare(Pending* pending) {
   if (in_flight_ >= queue_depth_) return false;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) {
-    if (io_uring_submit(&ring_) > 0) submit_calls_.fetch_add(1, std::memory_order_relaxed);
+    count_submission(io_uring_submit(&ring_));
     sqe = io_uring_get_sqe(&ring_);
     if (sqe == nullptr) return false;
   }
@@ -190,7 +204,7 @@ void IoEngine::run() {
     if (stopping && in_flight_ == 0 && backlog_.empty()) break;
 
     int rc = io_uring_submit_and_wait(&ring_, 1);
-    if (rc > 0) submit_calls_.fetch_add(1, std::memory_order_relaxed);
+    count_submission(rc);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       raid_log().error("io_uring_submit_and_wait: {}", std::strerror(-rc));
     }

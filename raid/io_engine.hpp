@@ -20,6 +20,7 @@ namespace stripefs {
 struct IoEngineStats {
   uint64_t requests = 0;        // member requests completed
   uint64_t fixed_requests = 0;  // of those, served from a registered (fixed) buffer
+  uint64_t largest_batch = 0;   // most requests one submission carried
   uint64_t submit_calls = 0;    // submissions that carried requests: requests / submit_calls
                                 // is the batching (wake-up reads count as requests too)
 };
@@ -83,6 +84,8 @@ class IoEngine {
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> fixed_requests_{0};
   std::atomic<uint64_t> submit_calls_{0};
+  std::atomic<uint64_t> largest_batch_{0};
+  void count_submission(int submitted);
 };
 
 }  // namespace stripefs
