@@ -89,6 +89,9 @@ Result<Superblock> create_array(std::span<Member* const> members, const ArrayOpt
   if (sb.label.size() > kLabelSize) {
     return fail(EINVAL, "label '{}' is longer than {} bytes", sb.label, kLabelSize);
   }
+  if (options.prepare) {
+    if (auto prepared = options.prepare(members, sb); !prepared) return fail(prepared.error());
+  }
   std::vector<Superblock> written(count, sb);
   for (unsigned role = 0; role < count; ++role) {
     written[role].role = static_cast<uint16_t>(role);
@@ -181,7 +184,8 @@ Result<Assembly> assemble(std::span<Member* const> members) {
   return out;
 }
 
-Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members, bool force) {
+Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
+                                           const OpenOptions& options) {
   auto assembly = assemble(members);
   if (!assembly) return fail(assembly.error());
   Superblock& sb = assembly->superblock;
@@ -195,20 +199,32 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members, boo
     return fail(volume.error().code, "array {}: cannot start: {}", format_uuid(sb.array_uuid), why);
   }
   const bool degraded = (*volume)->missing_members() > 0;
-  if (!sb.clean()) {
-    if (degraded && !force) {
-      return fail(EUCLEAN,
-                  "array {}: was not shut down cleanly and is degraded, so parity may not match "
-                  "the data; refusing to start (force to accept)",
-                  format_uuid(sb.array_uuid));
+  if (!sb.clean() && degraded && !options.force) {
+    return fail(EUCLEAN,
+                "array {}: was not shut down cleanly and is degraded, so parity may not match "
+                "the data; refusing to start (force to accept)",
+                format_uuid(sb.array_uuid));
+  }
+  std::unique_ptr<WriteIntent> intent;
+  if (options.write_intent && sb.bitmap_size != 0) {
+    auto made = options.write_intent(**volume, sb);
+    if (!made) return fail(made.error());
+    intent = std::move(*made);
+    (*volume)->set_write_intent(intent.get());
+  }
+  // What an unclean shutdown may have left inconsistent: the bitmap's ranges, or all.
+  std::vector<std::pair<uint64_t, uint64_t>> to_resync;
+  if (!sb.clean() && !degraded) {
+    if (intent) {
+      for (auto [begin, end] : intent->ranges_to_resync()) {
+        to_resync.push_back((*volume)->stripes_of(begin, end));
+      }
+    } else {
+      to_resync.emplace_back(0, (*volume)->geometry().stripes() - 1);
     }
-    if (!degraded) {
-      raid_log().warn("array {}: not shut down cleanly; resyncing all stripes",
-                      format_uuid(sb.array_uuid));
-      auto fixed = (*volume)->check_stripes(0, (*volume)->geometry().stripes(), true);
-      if (!fixed) return fail(fixed.error());
-      raid_log().info("array {}: resync repaired {} stripes", format_uuid(sb.array_uuid), *fixed);
-    }
+    raid_log().warn("array {}: not shut down cleanly; resyncing {} stripe range(s){}",
+                    format_uuid(sb.array_uuid), to_resync.size(),
+                    intent ? " recorded in the bitmap" : " (no bitmap: everything)");
   }
   std::vector<Uuid> uuids(sb.member_count);
   for (unsigned role = 0; role < sb.member_count; ++role) {
@@ -220,6 +236,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members, boo
   }
   std::unique_ptr<Array> array(new Array(sb, assembly->by_role, std::move(uuids),
                                          std::move(*volume), std::move(assembly->notes)));
+  array->intent_ = std::move(intent);
   // Running: dirty until closed, missing roles recorded.
   {
     std::lock_guard lock(array->mutex_);
@@ -236,6 +253,15 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members, boo
       return fail(w.error());
     }
   }
+  if (!to_resync.empty()) {
+    uint64_t total = 0;
+    for (auto [first, last] : to_resync) total += last - first + 1;
+    array->resync_ = ResyncProgress{0, total, 0, false, std::nullopt};
+    array->resync_thread_ =
+        std::thread([raw = array.get(), ranges = std::move(to_resync)]() mutable {
+          raw->resync(std::move(ranges));
+        });
+  }
   return array;
 }
 
@@ -251,6 +277,7 @@ Array::Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> 
 }
 
 Array::~Array() {
+  wait_resync();
   if (!closed_) {
     if (auto c = close(); !c) raid_log().error("closing the array: {}", c.error().message);
   }
@@ -261,6 +288,43 @@ Array::~Array() {
   }
   queue_cv_.notify_all();
   recorder_.join();
+}
+
+void Array::resync(std::vector<std::pair<uint64_t, uint64_t>> stripe_ranges) {
+  // In steps, so writes to the same stripes wait for one step at most.
+  constexpr uint64_t kStep = 64;
+  for (auto [first, last] : stripe_ranges) {
+    for (uint64_t at = first; at <= last; at += kStep) {
+      const uint64_t count = std::min(kStep, last - at + 1);
+      auto repaired = volume_->check_stripes(at, count, /*repair=*/true);
+      std::lock_guard lock(resync_mutex_);
+      if (!repaired) {
+        resync_.error = repaired.error();
+        resync_.finished = true;
+        raid_log().error("resync: {}", repaired.error().message);
+        return;
+      }
+      resync_.done += count;
+      resync_.repaired += *repaired;
+    }
+    if (intent_) {
+      auto [begin, end] = volume_->member_range(first, last);
+      intent_->resynced(begin, std::min(end, volume_->geometry().member_data_size()));
+    }
+  }
+  std::lock_guard lock(resync_mutex_);
+  resync_.finished = true;
+  raid_log().info("resync done: {} stripes checked, {} repaired", resync_.done, resync_.repaired);
+}
+
+ResyncProgress Array::resync_progress() const {
+  std::lock_guard lock(resync_mutex_);
+  return resync_;
+}
+
+ResyncProgress Array::wait_resync() {
+  if (resync_thread_.joinable()) resync_thread_.join();
+  return resync_progress();
 }
 
 Superblock Array::superblock() const {
@@ -321,10 +385,13 @@ void Array::record_loop() {
 
 Result<void> Array::close() {
   if (closed_) return {};
+  // Clean means consistent: an unfinished resync must complete first.
+  const ResyncProgress resync = wait_resync();
   auto flushed = volume_->flush();
   std::lock_guard lock(mutex_);
   closed_ = true;
   if (!flushed) return fail(flushed.error());
+  if (resync.error) return fail(*resync.error);
   master_.set_clean(true);
   ++master_.events;
   return write_superblocks();

@@ -5,8 +5,10 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -14,6 +16,7 @@
 
 #include "superblock.hpp"
 #include "volume.hpp"
+#include "write_intent.hpp"
 
 namespace stripefs {
 
@@ -26,6 +29,24 @@ struct ArrayOptions {
   uint64_t data_offset = 1 << 20;  // room for the superblock, bitmap and alignment
   bool force = false;              // overwrite members that belong to another array
   bool assume_clean = false;       // skip the initial parity sync (members known zeroed)
+  // Runs once every member passed its checks and before any superblock is written: it may
+  // fill in and format the bitmap/journal areas it records in `sb` (journal/ does).
+  std::function<Result<void>(std::span<Member* const> members, Superblock& sb)> prepare;
+};
+
+struct OpenOptions {
+  bool force = false;  // start a dirty degraded array (its parity may be stale)
+  // Builds the write-intent record (the bitmap) for an array whose superblock has one;
+  // without it, an unclean array is resynced whole.
+  std::function<Result<std::unique_ptr<WriteIntent>>(Volume&, const Superblock&)> write_intent;
+};
+
+struct ResyncProgress {
+  uint64_t done = 0;      // stripes checked
+  uint64_t total = 0;     // stripes to check
+  uint64_t repaired = 0;  // stripes whose parity or mirrors were rewritten
+  bool finished = true;
+  std::optional<Error> error;
 };
 
 // Creates an array on `members` (in role order). Every member is checked first — size,
@@ -51,11 +72,20 @@ class Array {
   // Assembles and starts the array: an unclean (dirty) array is resynced first when all
   // members are present, and refused when degraded unless `force` (its parity may be stale:
   // the write hole). The superblocks then record it as running (dirty, events bumped).
-  static Result<std::unique_ptr<Array>> open(std::span<Member* const> members, bool force = false);
+  //
+  // After an unclean shutdown the resync runs in the background (writes go on meanwhile,
+  // serialized per stripe): only the ranges the write-intent bitmap recorded, or every
+  // stripe without one.
+  static Result<std::unique_ptr<Array>> open(std::span<Member* const> members,
+                                             const OpenOptions& options = {});
   // Closes cleanly if close() was not called.
   ~Array();
 
   Volume& volume() { return *volume_; }
+  WriteIntent* write_intent() { return intent_.get(); }
+  ResyncProgress resync_progress() const;
+  // Waits for the background resync, if any. Blocking.
+  ResyncProgress wait_resync();
   Superblock superblock() const;
   const std::vector<std::string>& notes() const { return notes_; }
 
@@ -70,13 +100,19 @@ class Array {
   Result<void> write_superblocks();
   void on_member_failed(unsigned role);
   void record_loop();
+  void resync(std::vector<std::pair<uint64_t, uint64_t>> stripe_ranges);
 
   mutable std::mutex mutex_;  // guards master_ and the superblock writes
   Superblock master_;
   std::vector<Member*> by_role_;
   std::vector<Uuid> member_uuids_;
   std::unique_ptr<Volume> volume_;
+  std::unique_ptr<WriteIntent> intent_;  // destroyed before the Volume it records for
   std::vector<std::string> notes_;
+
+  mutable std::mutex resync_mutex_;
+  ResyncProgress resync_;
+  std::thread resync_thread_;
   bool closed_ = false;
 
   // Failures are recorded by a thread of their own: the listener runs on an I/O thread,

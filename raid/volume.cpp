@@ -315,7 +315,40 @@ void Volume::lock_next(std::shared_ptr<WriteJob> job) {
   start_write(std::move(job));
 }
 
+std::pair<uint64_t, uint64_t> Volume::member_range(uint64_t first_stripe,
+                                                   uint64_t last_stripe) const {
+  const uint64_t chunk = geometry_.chunk_size();
+  if (geometry_.level() == RaidLevel::raid10) {
+    // near-2: chunk c's copies sit at positions 2c and 2c+1, row = position / members.
+    const uint64_t n = geometry_.members();
+    return {first_stripe * 2 / n * chunk, ((last_stripe * 2 + 1) / n + 1) * chunk};
+  }
+  return {first_stripe * chunk, (last_stripe + 1) * chunk};
+}
+
+std::pair<uint64_t, uint64_t> Volume::stripes_of(uint64_t begin, uint64_t end) const {
+  const uint64_t chunk = geometry_.chunk_size();
+  const uint64_t first_row = begin / chunk, last_row = (end - 1) / chunk;
+  uint64_t first = first_row, last = last_row;
+  if (geometry_.level() == RaidLevel::raid10) {
+    const uint64_t n = geometry_.members();
+    first = first_row * n / 2;
+    last = ((last_row + 1) * n - 1) / 2;
+  }
+  return {first, std::min(last, geometry_.stripes() - 1)};
+}
+
 void Volume::start_write(std::shared_ptr<WriteJob> job) {
+  if (intent_ == nullptr) {
+    issue_write(std::move(job));
+    return;
+  }
+  // Nothing reaches a member before the bitmap says this range may be inconsistent.
+  auto [begin, end] = member_range(job->stripes.front().stripe, job->stripes.back().stripe);
+  intent_->begin_write(begin, end, [this, job] { issue_write(job); });
+}
+
+void Volume::issue_write(std::shared_ptr<WriteJob> job) {
   std::vector<PlannedIo> ios;
   std::vector<size_t> partial;
   for (size_t i = 0; i < job->stripes.size(); ++i) {
@@ -533,6 +566,10 @@ void Volume::stripe_done(std::shared_ptr<WriteJob> job, Result<void> result) {
     if (!job->error) job->error = result.error();
   }
   if (job->remaining.fetch_sub(1) != 1) return;
+  if (intent_ != nullptr) {
+    auto [begin, end] = member_range(job->stripes.front().stripe, job->stripes.back().stripe);
+    intent_->end_write(begin, end);
+  }
   after_failures_recorded([this, job] {
     for (const StripeWrite& s : job->stripes) locks_.release(s.stripe);
     Callback done = std::move(job->done);

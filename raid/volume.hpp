@@ -21,6 +21,7 @@
 #include "member.hpp"
 #include "result.hpp"
 #include "stripe_locks.hpp"
+#include "write_intent.hpp"
 
 namespace stripefs {
 
@@ -88,6 +89,14 @@ class Volume {
   void failure_recorded(unsigned member);
   Member* member(unsigned index) const { return members_[index]; }
 
+  // Every write is announced to `intent` (the write-intent bitmap) before any of its data
+  // reaches a member. Set before the first write; `intent` must outlive the Volume's I/O.
+  void set_write_intent(WriteIntent* intent) { intent_ = intent; }
+  // The member data-area range [begin, end) that stripes [first, last] occupy.
+  std::pair<uint64_t, uint64_t> member_range(uint64_t first_stripe, uint64_t last_stripe) const;
+  // The stripes [first, last] with a chunk in member data-area range [begin, end).
+  std::pair<uint64_t, uint64_t> stripes_of(uint64_t begin, uint64_t end) const;
+
   // Reads stripes [first, first+count) from every member and counts those whose parity does
   // not match their data, or whose mirror copies differ. With `repair`, also rewrites the
   // parity from the data (mirrors: the other copies from the first), under each stripe's
@@ -118,6 +127,7 @@ class Volume {
   // Write path.
   void lock_next(std::shared_ptr<WriteJob> job);
   void start_write(std::shared_ptr<WriteJob> job);
+  void issue_write(std::shared_ptr<WriteJob> job);
   void plan_direct_stripe(StripeWrite& stripe, std::vector<struct PlannedIo>& ios);
   void plan_full_stripe(StripeWrite& stripe, std::vector<struct PlannedIo>& ios);
   void run_partial_stripe(std::shared_ptr<WriteJob> job, size_t index);
@@ -137,6 +147,7 @@ class Volume {
   std::atomic<uint64_t> read_cursor_{0};  // spreads mirror reads over the copies
 
   StripeLocks locks_;
+  WriteIntent* intent_ = nullptr;
   BufferPool parity_pool_;  // P (and Q) of full-stripe writes
 
   // Runs `then` once every failure reported to the listener is recorded.

@@ -187,6 +187,10 @@ TEST(Array, UncleanShutdownIsResynced) {
   array.media[pm]->contents()[sb->data_offset + 10] ^= std::byte{0xff};
   auto opened = Array::open(array.members());
   ASSERT_TRUE(opened) << opened.error().message;
+  const ResyncProgress resync = (*opened)->wait_resync();
+  EXPECT_TRUE(resync.finished);
+  EXPECT_EQ(resync.total, geometry->stripes()) << "no bitmap: every stripe";
+  EXPECT_EQ(resync.repaired, 1u);
   auto bad = (*opened)->volume().count_inconsistent_stripes(0, geometry->stripes());
   ASSERT_TRUE(bad);
   EXPECT_EQ(*bad, 0u);
@@ -204,7 +208,7 @@ TEST(Array, DirtyAndDegradedIsRefusedUnlessForced) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, EUCLEAN);
   EXPECT_NE(refused.error().message.find("not shut down cleanly"), std::string::npos);
-  EXPECT_TRUE(Array::open(pick(array, {0, 1, 2}), /*force=*/true));
+  EXPECT_TRUE(Array::open(pick(array, {0, 1, 2}), OpenOptions{.force = true, .write_intent = {}}));
 }
 
 // Bad input at creation is refused before a single byte is written to any member.
