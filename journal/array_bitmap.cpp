@@ -1,0 +1,48 @@
+#include "array_bitmap.hpp"
+
+#include "write_intent_bitmap.hpp"
+
+namespace stripefs {
+
+void add_bitmap(ArrayOptions& options, uint64_t region_size,
+                std::chrono::milliseconds clear_delay) {
+  options.prepare = [region_size, clear_delay](std::span<Member* const> members,
+                                               Superblock& sb) -> Result<void> {
+    BitmapHeader header;
+    header.array_uuid = sb.array_uuid;
+    header.events = sb.events;
+    header.events_cleared = sb.events;
+    header.data_size = sb.data_size;
+    header.region_size = region_size != 0 ? region_size : default_region_size(sb.data_size);
+    header.regions = (sb.data_size + header.region_size - 1) / header.region_size;
+    header.daemon_sleep_ms =
+        static_cast<uint32_t>(clear_delay.count() > 0 ? clear_delay.count() : 5000);
+    const uint64_t area = kBitmapHeaderSize + bitmap_bits_bytes(header.regions);
+    if (kBitmapAreaOffset + area > sb.data_offset) {
+      return fail(ENOSPC,
+                  "a bitmap of {} regions needs {} bytes, more than the {} before the "
+                  "data offset; use a larger region size",
+                  header.regions, area, sb.data_offset - kBitmapAreaOffset);
+    }
+    sb.bitmap_offset = kBitmapAreaOffset;
+    sb.bitmap_size = area;
+    sb.bitmap_chunk = header.region_size;
+    return WriteIntentBitmap::format(members, kBitmapAreaOffset, area, header);
+  };
+}
+
+void use_bitmap(OpenOptions& options, std::chrono::milliseconds clear_delay) {
+  options.write_intent =
+      [clear_delay](Volume& volume, const Superblock& sb) -> Result<std::unique_ptr<WriteIntent>> {
+    auto bitmap = WriteIntentBitmap::load(volume, sb.bitmap_offset, sb.bitmap_size, sb.array_uuid,
+                                          clear_delay);
+    if (!bitmap) return fail(bitmap.error());
+    if ((*bitmap)->header().region_size != sb.bitmap_chunk) {
+      return fail(EINVAL, "bitmap region_size {} differs from the superblock's bitmap_chunk {}",
+                  (*bitmap)->header().region_size, sb.bitmap_chunk);
+    }
+    return std::unique_ptr<WriteIntent>(std::move(*bitmap));
+  };
+}
+
+}  // namespace stripefs

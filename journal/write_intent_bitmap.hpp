@@ -1,0 +1,106 @@
+// md's internal write-intent bitmap: one bit per region of member data, kept on every
+// member. A bit is set (durably, on every active member) before the first write into its
+// region, and cleared lazily once the region has been idle for a while and the members have
+// been flushed. After a crash only the regions whose bits are set need a resync.
+//
+// Bitmap I/O goes out in serialized batches, each written from a snapshot of the in-memory
+// image: a write in flight never sees later changes, and a clear can never overtake a later
+// set. Writes are sized to the members' optimal I/O size and aligned to it, clipped to the
+// bitmap area (never the superblock, never data).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "aligned_buffer.hpp"
+#include "bitmap_format.hpp"
+#include "volume.hpp"
+#include "write_intent.hpp"
+
+namespace stripefs {
+
+struct BitmapStats {
+  uint64_t batches = 0;  // bitmap write batches issued
+  uint64_t bits_set = 0;
+  uint64_t bits_cleared = 0;
+  uint64_t ready_at_once = 0;  // begin_write calls that needed no bitmap I/O (region hot)
+};
+
+class WriteIntentBitmap final : public WriteIntent {
+ public:
+  // Writes an all-clear bitmap (header + bits) at `area_offset` of every member.
+  static Result<void> format(std::span<Member* const> members, uint64_t area_offset,
+                             uint64_t area_size, const BitmapHeader& header);
+
+  // Loads the bitmap of an assembled array from its active members (set bits are ORed: a
+  // bit that reached any member counts). `clear_delay` 0 disables the clearing thread
+  // (clear_idle() then runs only when called).
+  static Result<std::unique_ptr<WriteIntentBitmap>> load(Volume& volume, uint64_t area_offset,
+                                                         uint64_t area_size, const Uuid& array_uuid,
+                                                         std::chrono::milliseconds clear_delay);
+  ~WriteIntentBitmap() override;
+
+  void begin_write(uint64_t begin, uint64_t end, std::function<void()> ready) override;
+  void end_write(uint64_t begin, uint64_t end) override;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_to_resync() const override;
+  void resynced(uint64_t begin, uint64_t end) override;
+
+  // Clears the bits of regions idle for at least `idle` (flushing the members first) and
+  // waits until that is on disk. Returns how many bits were cleared. Blocking.
+  Result<uint64_t> clear_idle(std::chrono::milliseconds idle);
+  // Waits until every bitmap write issued so far is on disk. Blocking.
+  void settle();
+
+  const BitmapHeader& header() const { return header_; }
+  uint64_t write_unit() const { return unit_; }
+  uint64_t dirty_regions() const;
+  BitmapStats stats() const;
+
+ private:
+  enum class RegionState : uint8_t { clean, setting, dirty, needs_resync };
+  struct Region {
+    uint32_t writers = 0;
+    RegionState state = RegionState::clean;
+    std::chrono::steady_clock::time_point idle_since{};
+  };
+  struct Batch;
+
+  WriteIntentBitmap(Volume& volume, uint64_t area_offset, uint64_t area_size, BitmapHeader header,
+                    AlignedBuffer image, uint64_t unit);
+  void set_bit(uint64_t region, bool value);
+  uint64_t unit_of(uint64_t region) const;
+  // With mutex_ held: turns the pending units and waiters into a batch if none is in flight.
+  std::unique_ptr<Batch> take_batch_locked();
+  void submit_batch(std::unique_ptr<Batch> batch);
+  void batch_done(std::unique_ptr<Batch> batch);
+  void cleaner_loop(std::chrono::milliseconds delay);
+
+  Volume& volume_;
+  const uint64_t area_offset_;
+  const uint64_t area_size_;
+  const BitmapHeader header_;
+  const uint64_t unit_;  // bytes per bitmap write: the members' preferred I/O size
+
+  mutable std::mutex mutex_;  // guards everything below
+  AlignedBuffer image_;       // header block + bits, as they should be on disk
+  std::vector<Region> regions_;
+  std::set<uint64_t> pending_units_;  // area offsets of units changed since the last batch
+  std::vector<uint64_t> pending_regions_;
+  std::vector<std::function<void()>> pending_waiters_;
+  bool in_flight_ = false;
+  std::condition_variable settled_;
+  BitmapStats stats_;
+
+  std::mutex cleaner_mutex_;
+  std::condition_variable cleaner_cv_;
+  bool stopping_ = false;
+  std::thread cleaner_;
+};
+
+}  // namespace stripefs

@@ -1,0 +1,224 @@
+#include "write_intent_bitmap.hpp"
+
+#include <gtest/gtest.h>
+
+#include "array_bitmap.hpp"
+#include "test_util.hpp"
+
+namespace stripefs {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint64_t kMemberSize = 8 << 20;
+constexpr uint64_t kRegion = 256 * 1024;
+constexpr uint64_t kDataOffset = 1 << 20;
+
+struct BitmapArray {
+  test::MemoryArray media;
+  std::unique_ptr<Array> array;
+
+  explicit BitmapArray(DeviceLimits limits = {}, unsigned members = 4)
+      : media(members, kMemberSize, limits) {
+    ArrayOptions create;
+    create.level = RaidLevel::raid5;
+    create.chunk_size = 64 * 1024;
+    create.data_offset = kDataOffset;
+    add_bitmap(create, kRegion, milliseconds(0));
+    auto created = create_array(media.members(), create);
+    EXPECT_TRUE(created) << created.error().message;
+    open();
+  }
+  void open() {
+    OpenOptions options;
+    use_bitmap(options, milliseconds(0));
+    auto opened = Array::open(media.members(), options);
+    EXPECT_TRUE(opened) << opened.error().message;
+    if (opened) array = std::move(*opened);
+  }
+  Volume& volume() { return array->volume(); }
+  WriteIntentBitmap& bitmap() { return *static_cast<WriteIntentBitmap*>(array->write_intent()); }
+  Superblock sb() { return array->superblock(); }
+  void logging(bool on) {
+    for (auto& m : media.faulty) {
+      m->set_logging(on);
+      m->take_log();
+    }
+  }
+  bool is_bitmap_io(const LoggedIo& io) {
+    return io.offset >= sb().bitmap_offset && io.offset < sb().bitmap_offset + sb().bitmap_size;
+  }
+};
+
+void write(Volume& volume, uint64_t offset, uint64_t length, uint64_t seed) {
+  AlignedBuffer data = test::random_buffer(length, seed);
+  auto r = volume.write(offset, data.span());
+  ASSERT_TRUE(r) << r.error().message;
+}
+
+TEST(WriteIntentBitmap, BitIsDurableOnEveryMemberBeforeTheData) {
+  BitmapArray a;
+  a.logging(true);
+  write(a.volume(), 0, 4096, 1);
+  for (auto& m : a.media.faulty) {
+    SCOPED_TRACE(m->name());
+    auto log = m->take_log();
+    ASSERT_FALSE(log.empty());
+    EXPECT_TRUE(a.is_bitmap_io(log.front())) << "first request must be the bitmap";
+    EXPECT_EQ(log.front().op, MemberOp::write);
+    EXPECT_TRUE(log.front().fua) << "the bit must be durable before the data";
+    for (size_t i = 1; i < log.size(); ++i) EXPECT_FALSE(a.is_bitmap_io(log[i]));
+  }
+  // The region is hot now: no more bitmap I/O for writes into it.
+  const auto before = a.bitmap().stats();
+  write(a.volume(), 8192, 4096, 2);
+  for (auto& m : a.media.faulty) {
+    for (const LoggedIo& io : m->take_log()) EXPECT_FALSE(a.is_bitmap_io(io));
+  }
+  EXPECT_EQ(a.bitmap().stats().ready_at_once, before.ready_at_once + 1);
+  EXPECT_EQ(a.bitmap().stats().bits_set, 1u);
+}
+
+// The md lesson: bitmap writes sized to the optimal I/O size and aligned to it (no
+// device-side read-modify-write), never overrunning the bitmap area.
+TEST(WriteIntentBitmap, WritesAreSizedAndAlignedToTheOptimalIoSize) {
+  DeviceLimits limits;
+  limits.logical_block = 512;
+  limits.physical_block = 512;
+  limits.optimal_io = 4096;
+  for (uint32_t optimal : {4096u, 65536u}) {
+    SCOPED_TRACE(optimal);
+    limits.optimal_io = optimal;
+    BitmapArray a(limits);
+    const uint64_t area_begin = a.sb().bitmap_offset, area_end = area_begin + a.sb().bitmap_size;
+    a.logging(true);
+    // Touch regions across the whole volume so several bitmap units may change.
+    const uint64_t stride = a.volume().geometry().stripe_data_size() * (kRegion / (64 * 1024));
+    for (uint64_t at = 0; at + 4096 <= a.volume().size(); at += stride)
+      write(a.volume(), at, 4096, at);
+    size_t bitmap_writes = 0;
+    for (auto& m : a.media.faulty) {
+      for (const LoggedIo& io : m->take_log()) {
+        if (!a.is_bitmap_io(io)) {
+          EXPECT_GE(io.offset, kDataOffset) << "only data I/O may lie outside the bitmap area";
+          continue;
+        }
+        ++bitmap_writes;
+        EXPECT_GE(io.offset, area_begin);
+        EXPECT_LE(io.offset + io.length, area_end) << "overran the bitmap area";
+        const uint64_t unit_start = io.offset / optimal * optimal;
+        EXPECT_EQ(io.offset, std::max(unit_start, area_begin));
+        EXPECT_EQ(io.offset + io.length, std::min(unit_start + optimal, area_end));
+        EXPECT_EQ(io.length % 512, 0u);
+      }
+    }
+    EXPECT_GT(bitmap_writes, 0u);
+    if (optimal == 4096) {
+      EXPECT_EQ(a.bitmap().write_unit(), 4096u);
+    }
+  }
+}
+
+TEST(WriteIntentBitmap, IdleRegionsAreClearedAfterAFlushAndBusyOnesKept) {
+  BitmapArray a;
+  write(a.volume(), 0, 4096, 1);
+  const uint64_t far = a.volume().size() - 65536;
+  write(a.volume(), far, 4096, 2);
+  EXPECT_EQ(a.bitmap().dirty_regions(), 2u);
+  // A write still in progress in a third region keeps its bit.
+  const uint64_t busy = 3 * kRegion;
+  bool ready = false;
+  a.bitmap().begin_write(busy, busy + 4096, [&] { ready = true; });
+  EXPECT_TRUE(ready);
+  a.logging(true);
+  auto cleared = a.bitmap().clear_idle(milliseconds(0));
+  ASSERT_TRUE(cleared) << cleared.error().message;
+  EXPECT_EQ(*cleared, 2u);
+  EXPECT_EQ(a.bitmap().dirty_regions(), 1u);
+  for (auto& m : a.media.faulty) {
+    auto log = m->take_log();
+    ASSERT_GE(log.size(), 2u);
+    EXPECT_EQ(log.front().op, MemberOp::flush) << "data must be durable before its bit goes";
+    EXPECT_TRUE(a.is_bitmap_io(log.back()));
+  }
+  // On disk: only the busy region's bit remains.
+  AlignedBuffer bits(4096);
+  ASSERT_TRUE(
+      member_read(*a.media.faulty[2], a.sb().bitmap_offset + kBitmapHeaderSize, bits.span()));
+  for (size_t i = 0; i < bits.size(); ++i) {
+    const uint8_t expect = i == busy / kRegion / 8 ? uint8_t(1u << (busy / kRegion % 8)) : 0;
+    ASSERT_EQ(static_cast<uint8_t>(bits.data()[i]), expect) << "byte " << i;
+  }
+  a.bitmap().end_write(busy, busy + 4096);
+  EXPECT_EQ(*a.bitmap().clear_idle(milliseconds(0)), 1u);
+  EXPECT_EQ(a.bitmap().dirty_regions(), 0u);
+}
+
+// After a crash only the regions whose bits were set are resynced: an inconsistency planted
+// elsewhere stays (it could not have been caused by an interrupted write).
+TEST(WriteIntentBitmap, CrashResyncsOnlyTheRecordedRegions) {
+  BitmapArray a;
+  const uint64_t stripe = a.volume().geometry().stripe_data_size();
+  const uint64_t stripes_per_region = kRegion / (64 * 1024);
+  write(a.volume(), 0, 4096, 1);                                // region 0
+  write(a.volume(), 5 * stripes_per_region * stripe, 4096, 2);  // region 5
+  const Superblock sb = a.sb();
+  ASSERT_TRUE(a.array->close());
+  a.array.reset();
+  // The crash: superblocks still say running, and parity is wrong in region 0 (the write
+  // was torn) and in region 9 (never written: silent damage, for scrub, not resync).
+  for (auto& m : a.media.faulty) {
+    auto s = read_superblock(*m);
+    s->set_clean(false);
+    ++s->events;
+    ASSERT_TRUE(write_superblock(*m, *s));
+  }
+  auto geometry = Geometry::create(sb.level, 4, sb.chunk_size, sb.data_size);
+  for (uint64_t s : {uint64_t{0}, 9 * stripes_per_region}) {
+    a.media.media[geometry->p_member(s)]->contents()[sb.data_offset + s * sb.chunk_size] ^=
+        std::byte{1};
+  }
+  a.open();
+  const ResyncProgress progress = a.array->wait_resync();
+  EXPECT_TRUE(progress.finished);
+  EXPECT_EQ(progress.total, 2 * stripes_per_region) << "regions 0 and 5 only";
+  EXPECT_EQ(progress.repaired, 1u);
+  auto bad = a.volume().count_inconsistent_stripes(0, geometry->stripes());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 1u) << "region 9 was not recorded, so not resynced";
+  // Resynced regions are ordinary dirty regions now: clearable once idle.
+  EXPECT_EQ(*a.bitmap().clear_idle(milliseconds(0)), 2u);
+}
+
+TEST(WriteIntentBitmap, DamagedHeaderIsRefusedNamingMemberAndField) {
+  BitmapArray a;
+  const Superblock sb = a.sb();
+  ASSERT_TRUE(a.array->close());
+  a.array.reset();
+  a.media.media[1]->contents()[sb.bitmap_offset + 20] ^= std::byte{4};
+  OpenOptions options;
+  use_bitmap(options, milliseconds(0));
+  auto refused = Array::open(a.media.members(), options);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("mem1"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("checksum"), std::string::npos) << refused.error().message;
+}
+
+TEST(WriteIntentBitmap, RefusesABitmapThatDoesNotFitBeforeTheData) {
+  test::MemoryArray media(4, kMemberSize);
+  ArrayOptions create;
+  create.chunk_size = 64 * 1024;
+  create.data_offset = 12288;  // 4 KiB after the area start: no room for header and bits
+  add_bitmap(create, 4096, milliseconds(0));
+  auto refused = create_array(media.members(), create);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("bitmap"), std::string::npos) << refused.error().message;
+  for (auto& m : media.media) {
+    auto sb = m->contents().subspan(kSuperblockOffset, 2 * kSuperblockSize);
+    EXPECT_TRUE(std::all_of(sb.begin(), sb.end(), [](std::byte b) { return b == std::byte{0}; }))
+        << "nothing may be written";
+  }
+}
+
+}  // namespace
+}  // namespace stripefs
