@@ -23,7 +23,20 @@ void StripeLocks::release(uint64_t stripe) {
     next = std::move(it->second.front());
     it->second.pop_front();
   }
-  next();  // the stripe stays held, now by the waiter
+  // The stripe stays held, now by the waiter. Its continuation may finish at once and
+  // release again (members that complete inside submit): run such hand-overs from one loop
+  // per thread instead of nesting them, or a queue of thousands overflows the stack.
+  thread_local bool handing_over = false;
+  thread_local std::deque<std::function<void()>> handovers;
+  handovers.push_back(std::move(next));
+  if (handing_over) return;
+  handing_over = true;
+  while (!handovers.empty()) {
+    auto run = std::move(handovers.front());
+    handovers.pop_front();
+    run();
+  }
+  handing_over = false;
 }
 
 size_t StripeLocks::held() const {

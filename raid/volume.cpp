@@ -77,8 +77,9 @@ struct Volume::StripeWrite {
   uint64_t bytes = 0;
   uint64_t lo = 0, hi = 0;  // chunk-relative rows the write touches
   bool full = false;
-  PooledBuffer parity;   // full stripe: P then Q
-  AlignedBuffer buffer;  // partial stripe: one scratch slot per chunk
+  uint64_t planned_missing = 0;  // partial stripe: members missing when planned
+  PooledBuffer parity;           // full stripe: P then Q
+  AlignedBuffer buffer;          // partial stripe: one scratch slot per chunk
 };
 
 struct Volume::WriteJob {
@@ -165,15 +166,18 @@ bool Volume::failed() const {
 }
 
 void Volume::fail_member(unsigned member, const Error& why) {
-  if (!active_[member].exchange(false)) return;
-  raid_log().error("member {} ({}) failed: {}", member,
-                   members_[member] ? members_[member]->name() : "missing", why.message);
   FailureListener listener;
   {
+    // The failure counts as unrecorded before any write can plan around the member: a
+    // write that skips it is then held until the record is durable.
     std::lock_guard lock(listener_mutex_);
+    if (!active_[member].load()) return;
     listener = listener_;
     if (listener) unrecorded_ |= uint64_t{1} << member;
+    active_[member].store(false, std::memory_order_release);
   }
+  raid_log().error("member {} ({}) failed: {}", member,
+                   members_[member] ? members_[member]->name() : "missing", why.message);
   if (listener) listener(member, why);
 }
 
@@ -248,6 +252,17 @@ void Volume::write(std::vector<VolumePiece> pieces, Callback done) {
   if (auto ok = check_pieces(pieces); !ok) {
     done(fail(ok.error()));
     return;
+  }
+  // Overlapping pieces would count bytes twice (a false full stripe, a delta applied twice)
+  // and race each other to the members: refused.
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const VolumePiece& p : pieces) spans.emplace_back(p.offset, p.offset + p.data.size());
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) {
+      done(fail(EINVAL, "write pieces overlap at volume byte {}", spans[i].first));
+      return;
+    }
   }
   auto job = std::make_shared<WriteJob>();
   job->done = std::move(done);
@@ -365,6 +380,16 @@ void Volume::issue_write(std::shared_ptr<WriteJob> job) {
       partial.push_back(i);
     }
   }
+  if (ios.empty() && partial.empty()) {
+    // Every target is gone (RAID0 member, all copies): nothing to wait for.
+    job->remaining.store(1);
+    stripe_done(job, failed() ? fail(EIO,
+                                     "write failed: no surviving member holds volume "
+                                     "stripe {}",
+                                     job->stripes.front().stripe)
+                              : Result<void>{});
+    return;
+  }
   job->remaining.store(partial.size() + (ios.empty() ? 0 : 1));
   if (!ios.empty()) {
     stats_.member_write_ios.fetch_add(ios.size(), std::memory_order_relaxed);
@@ -432,7 +457,11 @@ void Volume::run_partial_stripe(std::shared_ptr<WriteJob> job, size_t index) {
   };
 
   bool degraded = false;
-  for (unsigned i = 0; i < k + parities; ++i) degraded |= !active(member_of(i));
+  s.planned_missing = 0;
+  for (unsigned i = 0; i < k + parities; ++i) {
+    if (!active(member_of(i))) s.planned_missing |= uint64_t{1} << i;
+  }
+  degraded = s.planned_missing != 0;
 
   std::vector<PlannedIo> reads;
   bool rmw = false;
@@ -505,8 +534,21 @@ void Volume::finish_partial_stripe(std::shared_ptr<WriteJob> job, size_t index, 
   std::byte* q = parities == 2 ? slot(k + 1) : nullptr;
 
   std::vector<unsigned> missing;
+  uint64_t missing_now = 0;
   for (unsigned i = 0; i < k + parities; ++i) {
-    if (!active(member_of(i))) missing.push_back(i);
+    if (!active(member_of(i))) {
+      missing.push_back(i);
+      missing_now |= uint64_t{1} << i;
+    }
+  }
+  if (missing_now != s.planned_missing) {
+    // A member left while we read: what was read no longer covers what must be rebuilt.
+    if (failed()) {
+      stripe_done(job, fail(EIO, "stripe {}: too many members failed", s.stripe));
+    } else {
+      run_partial_stripe(job, index);
+    }
+    return;
   }
   if (rmw && missing.empty()) {
     // new parity = old parity + (old data - new data), per touched segment.
@@ -737,6 +779,10 @@ void Volume::flush(Callback done) {
   std::vector<unsigned> targets;
   for (unsigned i = 0; i < geometry_.members(); ++i) {
     if (active(i)) targets.push_back(i);
+  }
+  if (targets.empty()) {
+    shared->done(fail(EIO, "flush failed: no active member"));
+    return;
   }
   shared->remaining.store(static_cast<unsigned>(targets.size()));
   for (unsigned i : targets) {
