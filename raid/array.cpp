@@ -117,7 +117,7 @@ Result<Superblock> create_array(std::span<Member* const> members, const ArrayOpt
   return written[0];
 }
 
-Result<Assembly> assemble(std::span<Member* const> members) {
+Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   if (members.empty()) return fail(EINVAL, "no members given");
   struct Found {
     Member* member;
@@ -157,17 +157,72 @@ Result<Assembly> assemble(std::span<Member* const> members) {
       return fail(EINVAL, "members {} and {} both claim role {}", out.by_role[f.sb.role]->name(),
                   f.member->name(), f.sb.role);
     }
-    if (f.sb.events < master.events) {
-      notes.push_back(fmt::format("member {} (role {}) is stale: events {} < {}; kept out",
-                                  f.member->name(), f.sb.role, f.sb.events, master.events));
+  }
+  for (const Found& f : found) {
+    // Split brain: both were run (fresh) without the other. Neither history can be chosen
+    // silently.
+    if (&f != &freshest && f.sb.events + 1 >= master.events &&
+        master.member_states[f.sb.role] != MemberState::active &&
+        f.sb.member_states[master.role] != MemberState::active) {
+      return fail(EUCLEAN,
+                  "members {} and {} were each run without the other (events {} and {}); "
+                  "assemble only the one whose data to keep",
+                  freshest.member->name(), f.member->name(), master.events, f.sb.events);
+    }
+  }
+  std::vector<const Found*> stale;   // behind the freshest
+  std::vector<const Found*> failed;  // recorded as failed by the freshest
+  for (const Found& f : found) {
+    if (master.member_states[f.sb.role] != MemberState::active) {
+      failed.push_back(&f);
       continue;
     }
-    if (master.member_states[f.sb.role] != MemberState::active) {
-      notes.push_back(fmt::format("member {} (role {}) is recorded as failed; kept out",
-                                  f.member->name(), f.sb.role));
+    // One event behind is the same state: superblocks are written one member after another,
+    // and a crash between two of those writes must not cost the array a member.
+    if (f.sb.events + 1 < master.events) {
+      stale.push_back(&f);
       continue;
     }
     out.by_role[f.sb.role] = f.member;
+  }
+  if (force) {
+    // md's --force: bring stale or failed members back (events forced up, faulty flag
+    // cleared), freshest first, while the array cannot start without them.
+    stale.insert(stale.end(), failed.begin(), failed.end());
+    failed.clear();
+    std::sort(stale.begin(), stale.end(),
+              [](const Found* a, const Found* b) { return a->sb.events > b->sb.events; });
+    auto missing_count = [&] {
+      return static_cast<unsigned>(std::count(out.by_role.begin(), out.by_role.end(), nullptr));
+    };
+    auto level = Geometry::create(master.level, master.member_count, master.chunk_size,
+                                  master.data_size, master.layout);
+    const unsigned tolerated = level ? level->redundancy() : 0;
+    while (!stale.empty() && missing_count() > tolerated) {
+      const Found* f = stale.front();
+      stale.erase(stale.begin());
+      out.by_role[f->sb.role] = f->member;
+      out.superblock.member_states[f->sb.role] = MemberState::active;
+      notes.push_back(fmt::format("member {} (role {}) is stale (events {} < {}) but forced in",
+                                  f->member->name(), f->sb.role, f->sb.events, master.events));
+    }
+  }
+  for (const Found* f : failed) {
+    notes.push_back(
+        fmt::format("member {} (role {}) is recorded as failed (events {} of {}); "
+                    "kept out",
+                    f->member->name(), f->sb.role, f->sb.events, master.events));
+  }
+  for (const Found* f : stale) {
+    if (master.member_states[f->sb.role] != MemberState::active) {
+      notes.push_back(
+          fmt::format("member {} (role {}) is recorded as failed (events {} of {}); "
+                      "kept out",
+                      f->member->name(), f->sb.role, f->sb.events, master.events));
+      continue;
+    }
+    notes.push_back(fmt::format("member {} (role {}) is stale: events {} < {}; kept out",
+                                f->member->name(), f->sb.role, f->sb.events, master.events));
   }
   std::vector<unsigned> missing;
   for (unsigned role = 0; role < master.member_count; ++role) {
@@ -186,7 +241,7 @@ Result<Assembly> assemble(std::span<Member* const> members) {
 
 Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
                                            const OpenOptions& options) {
-  auto assembly = assemble(members);
+  auto assembly = assemble(members, options.force);
   if (!assembly) return fail(assembly.error());
   Superblock& sb = assembly->superblock;
   auto geometry =
@@ -343,12 +398,17 @@ Result<void> Array::write_superblocks() {
     mine.role = static_cast<uint16_t>(role);
     mine.member_uuid = member_uuids_[role];
     if (auto w = write_superblock(*m, mine); !w) {
+      // A member that cannot take the array's record must not take its data either.
       last = w.error();
+      volume_->fail_member(role, w.error());
       continue;
     }
     ++written;
   }
-  if (written == 0 && last) return fail(*last);
+  if (last) {
+    return fail(last->code, "superblock update reached {} of the active members: {}", written,
+                last->message);
+  }
   return {};
 }
 
@@ -373,11 +433,12 @@ void Array::record_loop() {
       master_.member_states[role] = MemberState::faulty;
       ++master_.events;
       if (auto w = write_superblocks(); !w) {
+        // Members that could not take the record were failed in turn (and are queued here).
         raid_log().error("recording the failure of role {}: {}", role, w.error().message);
       }
     }
-    // Held writes may now be acknowledged (even if no survivor took the record: then the
-    // array has failed and they report EIO anyway).
+    // Held writes may go on: survivors hold the record, or every member that missed it has
+    // been failed too, so nothing that lacks the record serves data.
     volume_->failure_recorded(role);
     lock.lock();
   }

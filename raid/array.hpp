@@ -35,7 +35,9 @@ struct ArrayOptions {
 };
 
 struct OpenOptions {
-  bool force = false;  // start a dirty degraded array (its parity may be stale)
+  // Start a dirty degraded array (its parity may be stale), and bring back stale members
+  // when the array cannot start without them.
+  bool force = false;
   // Builds the write-intent record (the bitmap) for an array whose superblock has one;
   // without it, an unclean array is resynced whole.
   std::function<Result<std::unique_ptr<WriteIntent>>(Volume&, const Superblock&)> write_intent;
@@ -65,7 +67,11 @@ struct Assembly {
 // a line naming the member and field, members of different arrays or geometries, a device
 // that holds no stripefs superblock, two members claiming one role, and too many members
 // missing for the level's redundancy.
-Result<Assembly> assemble(std::span<Member* const> members);
+// Members one event behind the freshest count as current (superblocks are written one
+// member after another, and a crash between two writes must not cost a member). Members run
+// apart from each other (split brain) are refused. With `force`, stale members are brought
+// back, freshest first, while the array could not start without them (md's --force).
+Result<Assembly> assemble(std::span<Member* const> members, bool force = false);
 
 class Array {
  public:
