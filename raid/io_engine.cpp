@@ -70,11 +70,20 @@ void IoEngine::submit(int fd, MemberRequest request) {
     backlog_.push_back(std::move(pending));
     return;
   }
-  bool was_empty;
+  bool was_empty = false;
+  bool refused = false;
   {
     std::lock_guard lock(mutex_);
-    was_empty = queue_.empty();
-    queue_.push_back(std::move(pending));
+    refused = stopping_;
+    if (!refused) {
+      was_empty = queue_.empty();
+      queue_.push_back(std::move(pending));
+    }
+  }
+  if (refused) {
+    // The engine is going away: fail the request rather than lose it.
+    if (pending->request.done) pending->request.done(-ESHUTDOWN);
+    return;
   }
   // Only the first request of a batch needs to wake the thread; the rest ride along.
   if (was_empty) {
@@ -83,17 +92,31 @@ void IoEngine::submit(int fd, MemberRequest request) {
   }
 }
 
-Result<unsigned> IoEngine::register_buffer(void* base, size_t length) {
-  std::lock_guard lock(register_mutex_);
-  unsigned slot = region_count_.load(std::memory_order_relaxed);
-  if (slot >= kMaxRegisteredBuffers) return fail(ENOSPC, "no free fixed-buffer slot");
+Result<FixedBuffer> IoEngine::register_buffer(void* base, size_t length) {
+  std::lock_guard lock(regions_mutex_);
+  unsigned slot = 0;
+  while (slot < kMaxRegisteredBuffers && regions_[slot].length != 0) ++slot;
+  if (slot == kMaxRegisteredBuffers) return fail(ENOSPC, "no free fixed-buffer slot");
   iovec iov{base, length};
   __u64 tag = 0;
   int rc = io_uring_register_buffers_update_tag(&ring_, slot, &iov, &tag, 1);
   if (rc < 0) return fail(-rc, "io_uring_register_buffers_update_tag: {}", std::strerror(-rc));
   regions_[slot] = Region{reinterpret_cast<uintptr_t>(base), length};
-  region_count_.store(slot + 1, std::memory_order_release);
-  return slot;
+  return FixedBuffer(this, slot);
+}
+
+void IoEngine::unregister_buffer(unsigned slot) {
+  std::lock_guard lock(regions_mutex_);
+  // Requests already in flight keep their pages; new ones no longer match the region.
+  iovec empty{nullptr, 0};
+  __u64 tag = 0;
+  int rc = io_uring_register_buffers_update_tag(&ring_, slot, &empty, &tag, 1);
+  if (rc < 0) raid_log().warn("unregistering fixed buffer {}: {}", slot, std::strerror(-rc));
+  regions_[slot] = Region{0, 0};
+}
+
+FixedBuffer::~FixedBuffer() {
+  if (engine_ != nullptr) engine_->unregister_buffer(slot_);
 }
 
 IoEngineStats IoEngine::stats() const {
@@ -116,6 +139,10 @@ void IoEngine::count_submission(int submitted) {
 
 void IoEngine::arm_wakeup() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {  // the SQ is full of requests that have not gone in yet
+    count_submission(io_uring_submit(&ring_));
+    sqe = io_uring_get_sqe(&ring_);
+  }
   io_uring_prep_read(sqe, wake_fd_, &wake_value_, sizeof(wake_value_), 0);
   io_uring_sqe_set_data64(sqe, kWakeTag);
 }
@@ -141,10 +168,11 @@ bool IoEngine::prepare(Pending* pending) {
       int fixed_slot = -1;
       if (request.iov.size() == 1) {
         const auto start = reinterpret_cast<uintptr_t>(request.iov[0].iov_base);
-        const unsigned count = region_count_.load(std::memory_order_acquire);
-        for (unsigned slot = 0; slot < count; ++slot) {
+        std::lock_guard lock(regions_mutex_);
+        for (unsigned slot = 0; slot < kMaxRegisteredBuffers; ++slot) {
           const Region& r = regions_[slot];
-          if (start >= r.base && start + request.iov[0].iov_len <= r.base + r.length) {
+          if (r.length != 0 && start >= r.base &&
+              start + request.iov[0].iov_len <= r.base + r.length) {
             fixed_slot = static_cast<int>(slot);
             break;
           }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "member.hpp"
@@ -23,6 +24,30 @@ struct IoEngineStats {
   uint64_t largest_batch = 0;   // most requests one submission carried
   uint64_t submit_calls = 0;    // submissions that carried requests: requests / submit_calls
                                 // is the batching (wake-up reads count as requests too)
+};
+
+class IoEngine;
+
+// A registered fixed buffer; unregisters on destruction. Destroy it before the memory it
+// covers is freed: the kernel keeps the registered pages pinned, and a later request at a
+// reused address would otherwise read or write the old pages.
+class FixedBuffer {
+ public:
+  FixedBuffer() = default;
+  FixedBuffer(IoEngine* engine, unsigned slot) : engine_(engine), slot_(slot) {}
+  ~FixedBuffer();
+  FixedBuffer(FixedBuffer&& other) noexcept
+      : engine_(std::exchange(other.engine_, nullptr)), slot_(other.slot_) {}
+  FixedBuffer& operator=(FixedBuffer&& other) noexcept {
+    std::swap(engine_, other.engine_);
+    std::swap(slot_, other.slot_);
+    return *this;
+  }
+  unsigned slot() const { return slot_; }
+
+ private:
+  IoEngine* engine_ = nullptr;
+  unsigned slot_ = 0;
 };
 
 class IoEngine {
@@ -39,9 +64,9 @@ class IoEngine {
   void submit(int fd, MemberRequest request);
 
   // Registers [base, base+length) as a fixed buffer: single-segment requests that lie
-  // inside it skip the kernel's per-request page pinning. The region must outlive the
-  // engine. Returns the slot used.
-  Result<unsigned> register_buffer(void* base, size_t length);
+  // inside it skip the kernel's per-request page pinning. Registered until the returned
+  // handle is destroyed.
+  Result<FixedBuffer> register_buffer(void* base, size_t length);
 
   IoEngineStats stats() const;
 
@@ -55,7 +80,9 @@ class IoEngine {
     size_t length;
   };
 
+  friend class FixedBuffer;
   explicit IoEngine(unsigned queue_depth);
+  void unregister_buffer(unsigned slot);
   void run();
   void arm_wakeup();
   bool prepare(Pending* pending);
@@ -77,9 +104,8 @@ class IoEngine {
   std::vector<io_uring_cqe> completed_;
   unsigned in_flight_ = 0;
 
-  std::array<Region, kMaxRegisteredBuffers> regions_{};
-  std::atomic<unsigned> region_count_{0};
-  std::mutex register_mutex_;
+  std::mutex regions_mutex_;  // guards regions_ (read per single-segment request)
+  std::array<Region, kMaxRegisteredBuffers> regions_{};  // length 0: free slot
 
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> fixed_requests_{0};

@@ -112,11 +112,14 @@ int run_raid_bench(const RaidBenchOptions& options) {
     return 1;
   }
   Volume& v = **volume;
+  FixedBuffer parity_registration;  // unregistered before the Volume frees the arena
   if (!v.parity_arena().empty()) {
-    if (auto r = (*engine)->register_buffer(v.parity_arena().data(), v.parity_arena().size()); !r) {
+    auto r = (*engine)->register_buffer(v.parity_arena().data(), v.parity_arena().size());
+    if (!r) {
       std::fprintf(stderr, "stripefs-bench: %s\n", r.error().message.c_str());
       return 1;
     }
+    parity_registration = std::move(*r);
   }
   const Geometry& g = v.geometry();
   // One request covers `per_request` whole stripes; the whole volume is written each pass.

@@ -87,7 +87,8 @@ TEST_F(FileMemberTest, ReadWriteFlushRoundTrip) {
 TEST_F(FileMemberTest, RegisteredBuffersGoOutAsFixedRequests) {
   FileMember& m = make(4 << 20);
   AlignedBuffer arena = test::random_buffer(1 << 20, 2);
-  ASSERT_TRUE(engine_->register_buffer(arena.data(), arena.size()));
+  auto registration = engine_->register_buffer(arena.data(), arena.size());
+  ASSERT_TRUE(registration);
   const auto before = engine_->stats().fixed_requests;
   ASSERT_TRUE(member_write(m, 0, arena.span().subspan(4096, 65536)));
   AlignedBuffer outside(65536);
@@ -144,7 +145,8 @@ TEST_F(FileMemberTest, VolumeOnFilesSurvivesAMemberFailingMidStream) {
   auto volume = Volume::create(*geometry, members, kOffset);
   ASSERT_TRUE(volume);
   Volume& v = **volume;
-  ASSERT_TRUE(engine_->register_buffer(v.parity_arena().data(), v.parity_arena().size()));
+  auto registration = engine_->register_buffer(v.parity_arena().data(), v.parity_arena().size());
+  ASSERT_TRUE(registration);
   wrapped[3]->fail_after(20);
   AlignedBuffer data = test::random_buffer(v.size(), 4);
   const uint64_t piece = 5 * 4096;  // neither chunk- nor stripe-aligned: both paths
