@@ -169,6 +169,23 @@ void FaultyMember::dispatch(MemberRequest request) {
     flush_cache(std::move(request));
     return;
   }
+  if (request.op == MemberOp::write && request.fua) {
+    // A FUA write bypasses the cache, but older cached writes to the same bytes must not
+    // show through reads or be written back over it later: they now hold its data too.
+    std::lock_guard lock(mutex_);
+    for (CachedWrite& w : cache_) {
+      uint64_t at = request.offset;
+      for (const iovec& v : request.iov) {
+        const uint64_t lo = std::max(at, w.offset);
+        const uint64_t hi = std::min(at + v.iov_len, w.offset + w.data.size());
+        if (lo < hi) {
+          std::memcpy(w.data.data() + (lo - w.offset),
+                      static_cast<const std::byte*>(v.iov_base) + (lo - at), hi - lo);
+        }
+        at += v.iov_len;
+      }
+    }
+  }
   if (request.op == MemberOp::write && (cache || corrupt_write)) {
     // The device holds its own copy of the data from here on.
     CachedWrite w{request.offset, std::vector<std::byte>(length)};
