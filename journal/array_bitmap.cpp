@@ -35,7 +35,7 @@ void use_bitmap(OpenOptions& options, std::chrono::milliseconds clear_delay) {
   options.write_intent =
       [clear_delay](Volume& volume, const Superblock& sb) -> Result<std::unique_ptr<WriteIntent>> {
     auto bitmap = WriteIntentBitmap::load(volume, sb.bitmap_offset, sb.bitmap_size, sb.array_uuid,
-                                          clear_delay);
+                                          sb.clean(), clear_delay);
     if (!bitmap) return fail(bitmap.error());
     if ((*bitmap)->header().region_size != sb.bitmap_chunk) {
       return fail(EINVAL, "bitmap region_size {} differs from the superblock's bitmap_chunk {}",

@@ -44,7 +44,7 @@ Result<void> WriteIntentBitmap::format(std::span<Member* const> members, uint64_
 }
 
 Result<std::unique_ptr<WriteIntentBitmap>> WriteIntentBitmap::load(
-    Volume& volume, uint64_t area_offset, uint64_t area_size, const Uuid& array_uuid,
+    Volume& volume, uint64_t area_offset, uint64_t area_size, const Uuid& array_uuid, bool clean,
     std::chrono::milliseconds clear_delay) {
   std::optional<BitmapHeader> header;
   AlignedBuffer image(area_size);
@@ -73,8 +73,8 @@ Result<std::unique_ptr<WriteIntentBitmap>> WriteIntentBitmap::load(
   }
   if (!header) return fail(ENODEV, "no active member to read the bitmap from");
   encode_bitmap_header(*header, image.span().subspan<0, kBitmapHeaderSize>());
-  std::unique_ptr<WriteIntentBitmap> bitmap(
-      new WriteIntentBitmap(volume, area_offset, area_size, *header, std::move(image), unit));
+  std::unique_ptr<WriteIntentBitmap> bitmap(new WriteIntentBitmap(
+      volume, area_offset, area_size, *header, std::move(image), unit, clean));
   if (clear_delay.count() > 0) {
     bitmap->cleaner_ =
         std::thread([raw = bitmap.get(), clear_delay] { raw->cleaner_loop(clear_delay); });
@@ -83,7 +83,8 @@ Result<std::unique_ptr<WriteIntentBitmap>> WriteIntentBitmap::load(
 }
 
 WriteIntentBitmap::WriteIntentBitmap(Volume& volume, uint64_t area_offset, uint64_t area_size,
-                                     BitmapHeader header, AlignedBuffer image, uint64_t unit)
+                                     BitmapHeader header, AlignedBuffer image, uint64_t unit,
+                                     bool clean)
     : volume_(volume),
       area_offset_(area_offset),
       area_size_(area_size),
@@ -91,10 +92,13 @@ WriteIntentBitmap::WriteIntentBitmap(Volume& volume, uint64_t area_offset, uint6
       unit_(unit),
       image_(std::move(image)),
       regions_(header.regions) {
-  const bool all = header_.stale();  // an untrusted bitmap: everything needs a resync
+  const bool all = !clean && header_.stale();  // untrusted: everything needs a resync
+  const auto now = std::chrono::steady_clock::now();
   for (uint64_t r = 0; r < regions_.size(); ++r) {
     const auto byte = static_cast<uint8_t>(image_.data()[kBitmapHeaderSize + r / 8]);
-    if (all || (byte >> (r % 8)) & 1) regions_[r].state = RegionState::needs_resync;
+    if (!all && !((byte >> (r % 8)) & 1)) continue;
+    regions_[r].state = clean ? RegionState::dirty : RegionState::needs_resync;
+    regions_[r].idle_since = now;
   }
 }
 

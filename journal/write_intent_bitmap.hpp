@@ -39,10 +39,13 @@ class WriteIntentBitmap final : public WriteIntent {
                              uint64_t area_size, const BitmapHeader& header);
 
   // Loads the bitmap of an assembled array from its active members (set bits are ORed: a
-  // bit that reached any member counts). `clear_delay` 0 disables the clearing thread
-  // (clear_idle() then runs only when called).
+  // bit that reached any member counts). After an unclean shutdown (`clean` false) set bits
+  // mark ranges to resync and stay set until resynced(); after a clean one they are merely
+  // not cleared yet. `clear_delay` 0 disables the clearing thread (clear_idle() then runs
+  // only when called).
   static Result<std::unique_ptr<WriteIntentBitmap>> load(Volume& volume, uint64_t area_offset,
                                                          uint64_t area_size, const Uuid& array_uuid,
+                                                         bool clean,
                                                          std::chrono::milliseconds clear_delay);
   ~WriteIntentBitmap() override;
 
@@ -72,7 +75,7 @@ class WriteIntentBitmap final : public WriteIntent {
   struct Batch;
 
   WriteIntentBitmap(Volume& volume, uint64_t area_offset, uint64_t area_size, BitmapHeader header,
-                    AlignedBuffer image, uint64_t unit);
+                    AlignedBuffer image, uint64_t unit, bool clean);
   void set_bit(uint64_t region, bool value);
   uint64_t unit_of(uint64_t region) const;
   // With mutex_ held: turns the pending units and waiters into a batch if none is in flight.

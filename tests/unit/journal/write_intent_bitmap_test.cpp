@@ -190,6 +190,19 @@ TEST(WriteIntentBitmap, CrashResyncsOnlyTheRecordedRegions) {
   EXPECT_EQ(*a.bitmap().clear_idle(milliseconds(0)), 2u);
 }
 
+// After a clean shutdown set bits need no resync; they are cleared like any idle region.
+TEST(WriteIntentBitmap, BitsLeftByACleanShutdownAreClearableNotResynced) {
+  BitmapArray a;
+  write(a.volume(), 0, 4096, 1);
+  ASSERT_TRUE(a.array->close());
+  a.array.reset();
+  a.open();
+  EXPECT_EQ(a.array->wait_resync().total, 0u);
+  EXPECT_TRUE(a.bitmap().ranges_to_resync().empty());
+  EXPECT_EQ(a.bitmap().dirty_regions(), 1u);
+  EXPECT_EQ(*a.bitmap().clear_idle(milliseconds(0)), 1u);
+}
+
 TEST(WriteIntentBitmap, DamagedHeaderIsRefusedNamingMemberAndField) {
   BitmapArray a;
   const Superblock sb = a.sb();
