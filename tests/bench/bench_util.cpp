@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <optional>
 
 namespace stripefs::bench {
 
@@ -30,6 +33,34 @@ Result<std::unique_ptr<MemberFiles>> MemberFiles::create(const std::string& dir,
     files->members_.push_back(std::move(*member));
   }
   return files;
+}
+
+Result<void> run_queued(
+    uint64_t count, unsigned depth,
+    const std::function<void(uint64_t, std::function<void(Result<void>)>)>& op) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t issued = 0, completed = 0;
+  std::optional<Error> error;
+  std::unique_lock lock(mutex);
+  while (issued < count && !error) {
+    if (issued - completed < depth) {
+      const uint64_t i = issued++;
+      lock.unlock();
+      op(i, [&](Result<void> r) {
+        std::lock_guard inner(mutex);
+        if (!r && !error) error = r.error();
+        ++completed;
+        cv.notify_one();
+      });
+      lock.lock();
+    } else {
+      cv.wait(lock, [&] { return issued - completed < depth; });
+    }
+  }
+  cv.wait(lock, [&] { return completed == issued; });
+  if (error) return std::unexpected(*error);
+  return {};
 }
 
 MemberFiles::~MemberFiles() {

@@ -38,6 +38,11 @@ inline double time_it(const std::function<void()>& work) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Runs `count` asynchronous operations, op(i, done), with at most `depth` in flight.
+// Returns the first error.
+Result<void> run_queued(uint64_t count, unsigned depth,
+                        const std::function<void(uint64_t, std::function<void(Result<void>)>)>& op);
+
 // Member files dir/member-N of `size` bytes, opened on `engine`; removed on destruction.
 class MemberFiles {
  public:

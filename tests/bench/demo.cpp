@@ -7,8 +7,10 @@
 
 #include "aligned_buffer.hpp"
 #include "array.hpp"
+#include "array_bitmap.hpp"
 #include "bench_util.hpp"
 #include "units.hpp"
+#include "write_intent_bitmap.hpp"
 
 namespace stripefs::bench {
 
@@ -56,6 +58,9 @@ int run_demo(const DemoOptions& options) {
   create.chunk_size = 64 * 1024;
   create.label = "demo";
   create.force = true;  // the demo re-creates its own array on every run
+  add_bitmap(create);
+  OpenOptions open_options;
+  use_bitmap(open_options);
   auto created = create_array(members, create);
   if (!created) {
     std::fprintf(stderr, "stripefs-bench: %s\n", created.error().message.c_str());
@@ -66,10 +71,15 @@ int run_demo(const DemoOptions& options) {
               format_size(created->data_size).c_str(),
               static_cast<unsigned long long>(created->data_offset));
   all_ok &= check(created->clean(), "initial sync done, array recorded clean");
+  std::printf("   write-intent bitmap: %llu regions of %s at byte %llu of each member\n",
+              static_cast<unsigned long long>((created->data_size + created->bitmap_chunk - 1) /
+                                              created->bitmap_chunk),
+              format_size(created->bitmap_chunk).c_str(),
+              static_cast<unsigned long long>(created->bitmap_offset));
 
   AlignedBuffer expected;
   {
-    auto array = Array::open(members);
+    auto array = Array::open(members, open_options);
     if (!array) {
       std::fprintf(stderr, "stripefs-bench: %s\n", array.error().message.c_str());
       return 1;
@@ -113,6 +123,12 @@ int run_demo(const DemoOptions& options) {
     auto r = volume.read(0, back.span());
     all_ok &= check(r && std::memcmp(back.data(), expected.data(), back.size()) == 0,
                     "every byte reads back");
+    auto* bitmap = static_cast<WriteIntentBitmap*>((*array)->write_intent());
+    std::printf(
+        "   bitmap: %llu bits set before the first writes into their regions, %llu "
+        "writes found their region already marked\n",
+        static_cast<unsigned long long>(bitmap->stats().bits_set),
+        static_cast<unsigned long long>(bitmap->stats().ready_at_once));
     auto bad = volume.count_inconsistent_stripes(0, volume.geometry().stripes());
     all_ok &= check(bad && *bad == 0, fmt::format("parity consistent on all {} stripes",
                                                   volume.geometry().stripes()));
@@ -134,7 +150,7 @@ int run_demo(const DemoOptions& options) {
   }
 
   step("re-assembling from the members' superblocks");
-  auto again = Array::open(members);
+  auto again = Array::open(members, open_options);
   if (!again) {
     std::fprintf(stderr, "stripefs-bench: %s\n", again.error().message.c_str());
     return 1;

@@ -19,36 +19,6 @@ namespace {
 
 constexpr uint64_t kDataOffset = 1 << 20;
 
-// Runs `count` asynchronous operations with at most `depth` in flight; returns the first
-// error.
-Result<void> run_queued(
-    uint64_t count, unsigned depth,
-    const std::function<void(uint64_t, std::function<void(Result<void>)>)>& op) {
-  std::mutex mutex;
-  std::condition_variable cv;
-  uint64_t issued = 0, completed = 0;
-  std::optional<Error> error;
-  std::unique_lock lock(mutex);
-  while (issued < count && !error) {
-    if (issued - completed < depth) {
-      const uint64_t i = issued++;
-      lock.unlock();
-      op(i, [&](Result<void> r) {
-        std::lock_guard inner(mutex);
-        if (!r && !error) error = r.error();
-        ++completed;
-        cv.notify_one();
-      });
-      lock.lock();
-    } else {
-      cv.wait(lock, [&] { return issued - completed < depth; });
-    }
-  }
-  cv.wait(lock, [&] { return completed == issued; });
-  if (error) return std::unexpected(*error);
-  return {};
-}
-
 // The member I/Os of stripes [first, first+count) as the Volume issues them: for writes
 // every copy and parity chunk, for reads one copy of each data chunk (spread over the
 // copies as the Volume spreads them). `buffer` holds one chunk per member per stripe.

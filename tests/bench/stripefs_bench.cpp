@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "bitmap_bench.hpp"
 #include "demo.hpp"
 #include "raid_bench.hpp"
 #include "units.hpp"
@@ -30,6 +31,21 @@ int main(int argc, char** argv) {
   raid_cmd->add_option("--request", request, "bytes per Volume request (default 4M)");
   raid_cmd->add_option("--depth", raid.depth, "requests in flight (default 4)");
   raid_cmd->add_option("--repeat", raid.repeat, "passes; figures are medians (default 5)");
+
+  stripefs::bench::BitmapBenchOptions bitmap;
+  auto* bitmap_cmd = app.add_subcommand(
+      "bitmap",
+      "4 KiB random writes with the write-intent bitmap on vs off, and resync after a "
+      "crash with 1% of regions dirty vs a full resync (RAID5)");
+  bitmap_cmd->add_option("--dir", bitmap.dir, "directory for the member files (tmpfs)")->required();
+  bitmap_cmd->add_option("--members", bitmap.members, "number of members (default 4)");
+  std::string bitmap_size = "512M", bitmap_region = "512K", bitmap_set = "64M";
+  bitmap_cmd->add_option("--size", bitmap_size, "size of each member file (default 512M)");
+  bitmap_cmd->add_option("--region", bitmap_region, "bitmap region size (default 512K)");
+  bitmap_cmd->add_option("--working-set", bitmap_set, "random writes stay in here (default 64M)");
+  bitmap_cmd->add_option("--writes", bitmap.writes, "random writes per pass (default 20000)");
+  bitmap_cmd->add_option("--depth", bitmap.depth, "writes in flight (default 16)");
+  bitmap_cmd->add_option("--repeat", bitmap.repeat, "passes; figures are medians (default 5)");
 
   stripefs::bench::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand(
@@ -69,6 +85,26 @@ int main(int argc, char** argv) {
       return 2;
     }
     return stripefs::bench::run_raid_bench(raid);
+  }
+  if (bitmap_cmd->parsed()) {
+    for (auto [text, target] : {std::pair{&bitmap_size, &bitmap.member_size},
+                                std::pair{&bitmap_region, &bitmap.region_size},
+                                std::pair{&bitmap_set, &bitmap.working_set}}) {
+      auto parsed = stripefs::parse_size(*text);
+      if (!parsed) {
+        std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
+        return 2;
+      }
+      *target = *parsed;
+    }
+    if (bitmap.members < 3 || bitmap.depth == 0 || bitmap.repeat == 0 || bitmap.writes == 0 ||
+        bitmap.member_size < (16u << 20)) {
+      std::fprintf(stderr,
+                   "stripefs-bench: bitmap needs --members >= 3, --size >= 16M and "
+                   "non-zero --depth, --repeat and --writes\n");
+      return 2;
+    }
+    return stripefs::bench::run_bitmap_bench(bitmap);
   }
   if (demo_cmd->parsed()) {
     auto size = stripefs::parse_size(demo_size);
