@@ -1,13 +1,12 @@
 #include "bitmap_format.hpp"
 
-#include <isa-l/crc.h>
-
 #include <algorithm>
 #include <bit>
 #include <concepts>
 #include <utility>
 
 #include "aligned_buffer.hpp"
+#include "ondisk.hpp"
 
 namespace stripefs {
 
@@ -23,38 +22,18 @@ constexpr uint64_t kDefaultMinRegionSize = uint64_t{2} << 20;
 constexpr uint64_t kDefaultMaxRegions = 16384;
 constexpr uint64_t kBitsBlock = 4096;
 
-// Byte-by-byte so the format does not depend on the host's endianness or struct layout.
-template <std::unsigned_integral T>
-void put_le(Block out, size_t offset, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out[offset + i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i));
-  }
-}
-
-template <std::unsigned_integral T>
-T get_le(ConstBlock in, size_t offset) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    value |= std::to_integer<uint64_t>(in[offset + i]) << (8 * i);
-  }
-  return static_cast<T>(value);
-}
+using ondisk::get_le;
+using ondisk::put_le;
 
 void put_uuid(Block out, size_t offset, const Uuid& uuid) {
-  for (size_t i = 0; i < uuid.size(); ++i) out[offset + i] = std::byte{uuid[i]};
+  ondisk::put_bytes(out, offset, uuid);
 }
-
 Uuid get_uuid(ConstBlock in, size_t offset) {
-  Uuid uuid;
-  for (size_t i = 0; i < uuid.size(); ++i) uuid[i] = std::to_integer<uint8_t>(in[offset + i]);
-  return uuid;
+  return ondisk::get_bytes<16>(in, offset);
 }
 
-// Standard CRC-32C: isa-l neither pre- nor post-inverts, so both are done here.
 uint32_t checksum(ConstBlock in) {
-  // crc32_iscsi takes a non-const pointer but only reads.
-  auto* bytes = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(in.data()));
-  return ~crc32_iscsi(bytes, static_cast<int>(bl::kChecksum), 0xFFFFFFFFu);
+  return ondisk::crc32c(in.first(bl::kChecksum));
 }
 
 constexpr uint64_t div_ceil(uint64_t a, uint64_t b) {
