@@ -1,5 +1,6 @@
 #include "array_bitmap.hpp"
 
+#include "log.hpp"
 #include "write_intent_bitmap.hpp"
 
 namespace stripefs {
@@ -32,11 +33,36 @@ void add_bitmap(ArrayOptions& options, uint64_t region_size,
 }
 
 void use_bitmap(OpenOptions& options, std::chrono::milliseconds clear_delay) {
-  options.write_intent =
-      [clear_delay](Volume& volume, const Superblock& sb) -> Result<std::unique_ptr<WriteIntent>> {
+  options.write_intent = [clear_delay](Volume& volume, const Superblock& sb,
+                                       bool force) -> Result<std::unique_ptr<WriteIntent>> {
     auto bitmap = WriteIntentBitmap::load(volume, sb.bitmap_offset, sb.bitmap_size, sb.array_uuid,
                                           sb.clean(), clear_delay);
-    if (!bitmap) return fail(bitmap.error());
+    if (!bitmap && force && bitmap.error().code != EIO) {
+      // Repair: a fresh bitmap. After an unclean shutdown nobody knows which regions were
+      // being written, so it is marked stale and everything is resynced.
+      raid_log().warn("{}; rebuilding the bitmap{}", bitmap.error().message,
+                      sb.clean() ? "" : " (stale: full resync)");
+      BitmapHeader header;
+      header.array_uuid = sb.array_uuid;
+      header.events = header.events_cleared = sb.events;
+      header.data_size = sb.data_size;
+      header.region_size = sb.bitmap_chunk;
+      header.regions = (sb.data_size + sb.bitmap_chunk - 1) / sb.bitmap_chunk;
+      header.set_stale(!sb.clean());
+      std::vector<Member*> active;
+      for (unsigned i = 0; i < volume.geometry().members(); ++i) {
+        if (volume.member(i) != nullptr && volume.active(i)) active.push_back(volume.member(i));
+      }
+      if (auto f = WriteIntentBitmap::format(active, sb.bitmap_offset, sb.bitmap_size, header);
+          !f) {
+        return fail(f.error());
+      }
+      bitmap = WriteIntentBitmap::load(volume, sb.bitmap_offset, sb.bitmap_size, sb.array_uuid,
+                                       sb.clean(), clear_delay);
+    }
+    if (!bitmap) {
+      return fail(bitmap.error().code, "{} (force rebuilds the bitmap)", bitmap.error().message);
+    }
     if ((*bitmap)->header().region_size != sb.bitmap_chunk) {
       return fail(EINVAL, "bitmap region_size {} differs from the superblock's bitmap_chunk {}",
                   (*bitmap)->header().region_size, sb.bitmap_chunk);

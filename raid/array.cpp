@@ -262,7 +262,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   }
   std::unique_ptr<WriteIntent> intent;
   if (options.write_intent && sb.bitmap_size != 0) {
-    auto made = options.write_intent(**volume, sb);
+    auto made = options.write_intent(**volume, sb, options.force);
     if (!made) return fail(made.error());
     intent = std::move(*made);
     (*volume)->set_write_intent(intent.get());

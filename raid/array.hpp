@@ -39,8 +39,10 @@ struct OpenOptions {
   // when the array cannot start without them.
   bool force = false;
   // Builds the write-intent record (the bitmap) for an array whose superblock has one;
-  // without it, an unclean array is resynced whole.
-  std::function<Result<std::unique_ptr<WriteIntent>>(Volume&, const Superblock&)> write_intent;
+  // without it, an unclean array is resynced whole. Gets `force`: it may then rebuild a
+  // damaged record instead of refusing.
+  std::function<Result<std::unique_ptr<WriteIntent>>(Volume&, const Superblock&, bool force)>
+      write_intent;
 };
 
 struct ResyncProgress {
