@@ -1,6 +1,6 @@
 #include "array_bitmap.hpp"
 
-#include "log.hpp"
+#include "journal_log.hpp"
 #include "write_intent_bitmap.hpp"
 
 namespace stripefs {
@@ -40,8 +40,8 @@ void use_bitmap(OpenOptions& options, std::chrono::milliseconds clear_delay) {
     if (!bitmap && force && bitmap.error().code != EIO) {
       // Repair: a fresh bitmap. After an unclean shutdown nobody knows which regions were
       // being written, so it is marked stale and everything is resynced.
-      raid_log().warn("{}; rebuilding the bitmap{}", bitmap.error().message,
-                      sb.clean() ? "" : " (stale: full resync)");
+      journal_log().warn("{}; rebuilding the bitmap{}", bitmap.error().message,
+                         sb.clean() ? "" : " (stale: full resync)");
       BitmapHeader header;
       header.array_uuid = sb.array_uuid;
       header.events = header.events_cleared = sb.events;

@@ -5,7 +5,7 @@
 #include <future>
 
 #include "io_batch.hpp"
-#include "log.hpp"
+#include "journal_log.hpp"
 
 namespace stripefs {
 
@@ -301,7 +301,7 @@ void WriteIntentBitmap::cleaner_loop(std::chrono::milliseconds delay) {
     if (stopping_) break;
     lock.unlock();
     if (auto r = clear_idle(delay); !r) {
-      raid_log().warn("bitmap: clearing idle regions: {}", r.error().message);
+      journal_log().warn("bitmap: clearing idle regions: {}", r.error().message);
     }
     lock.lock();
   }

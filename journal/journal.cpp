@@ -1,0 +1,330 @@
+#include "journal.hpp"
+
+#include <cstring>
+#include <future>
+
+#include "io_batch.hpp"
+#include "journal_log.hpp"
+
+namespace stripefs {
+
+struct Journal::Batch {
+  struct Transaction {
+    uint64_t sequence;
+    uint64_t position;
+    uint64_t length;
+    AlignedBuffer descriptor;
+    AlignedBuffer commit;
+    Pending pending;
+  };
+  std::vector<Transaction> transactions;
+};
+
+namespace {
+
+using Block = std::span<std::byte, kJournalBlockSize>;
+using ConstBlock = std::span<const std::byte, kJournalBlockSize>;
+
+Block block(AlignedBuffer& buffer) {
+  return Block(buffer.data(), kJournalBlockSize);
+}
+ConstBlock const_block(const AlignedBuffer& buffer) {
+  return ConstBlock(buffer.data(), kJournalBlockSize);
+}
+
+}  // namespace
+
+Result<void> Journal::format(Member& device, uint64_t offset, uint64_t blocks,
+                             const Uuid& array_uuid) {
+  if (blocks < 8) return fail(EINVAL, "journal of {} blocks is too small (at least 8)", blocks);
+  if (offset % kJournalBlockSize != 0 || offset + blocks * kJournalBlockSize > device.size()) {
+    return fail(EINVAL, "journal area at byte {} of {} blocks does not fit {} ({} bytes)", offset,
+                blocks, device.name(), device.size());
+  }
+  // The first log block is zeroed so a fresh journal replays nothing.
+  AlignedBuffer zero(kJournalBlockSize);
+  zero.zero();
+  if (auto w = member_write(device, offset + kJournalBlockSize, zero.span()); !w) return w;
+  JournalSuperblock sb;
+  sb.array_uuid = array_uuid;
+  sb.blocks = blocks;
+  AlignedBuffer encoded(kJournalBlockSize);
+  encode_journal_superblock(sb, block(encoded));
+  if (auto w = member_write(device, offset, encoded.span(), /*fua=*/true); !w) return w;
+  return member_flush(device);
+}
+
+Result<std::unique_ptr<Journal>> Journal::open(Member& device, uint64_t offset,
+                                               const Uuid& array_uuid) {
+  AlignedBuffer raw(kJournalBlockSize);
+  if (auto r = member_read(device, offset, raw.span()); !r) return fail(r.error());
+  auto sb = decode_journal_superblock(const_block(raw), device.name(), array_uuid);
+  if (!sb) return fail(sb.error());
+  if (offset + sb->blocks * kJournalBlockSize > device.size()) {
+    return fail(EINVAL, "member {}: journal blocks {} run past the end of the device",
+                device.name(), sb->blocks);
+  }
+  return std::unique_ptr<Journal>(new Journal(device, offset, *sb));
+}
+
+Journal::Journal(Member& device, uint64_t offset, JournalSuperblock superblock)
+    : device_(device),
+      offset_(offset),
+      capacity_(superblock.blocks - 1),
+      superblock_(superblock),
+      head_(superblock.tail),
+      next_sequence_(superblock.tail_sequence) {}
+
+Journal::~Journal() {
+  // Commits in flight hold a pointer to us: wait for them.
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!in_flight_ && pending_.empty()) return;
+    }
+    std::this_thread::yield();
+  }
+}
+
+uint64_t Journal::advance(uint64_t position, uint64_t by) const {
+  return 1 + (position - 1 + by) % capacity_;
+}
+
+Result<uint64_t> Journal::replay(const Apply& apply) {
+  std::lock_guard lock(mutex_);
+  uint64_t position = superblock_.tail;
+  uint64_t sequence = superblock_.tail_sequence;
+  uint64_t used = 0;
+  std::deque<Live> live;
+  AlignedBuffer descriptor_raw(kJournalBlockSize), commit_raw(kJournalBlockSize);
+  for (;;) {
+    if (auto r = member_read(device_, byte_offset(position), descriptor_raw.span()); !r) {
+      return fail(r.error());
+    }
+    auto descriptor = decode_journal_descriptor(const_block(descriptor_raw), sequence);
+    if (!descriptor) break;  // the end of the log, or a torn descriptor
+    const uint64_t count = descriptor->entries.size();
+    const uint64_t length = count + 2;
+    if (used + length > capacity_) break;
+    std::vector<AlignedBuffer> data;
+    bool intact = true;
+    uint64_t at = advance(position, 1);
+    for (uint64_t i = 0; i < count && intact; ++i, at = advance(at, 1)) {
+      data.emplace_back(kJournalBlockSize);
+      if (auto r = member_read(device_, byte_offset(at), data.back().span()); !r) {
+        return fail(r.error());
+      }
+      intact =
+          data_block_checksum(const_block(data.back())) == descriptor->entries[i].data_checksum;
+    }
+    if (!intact) break;
+    if (auto r = member_read(device_, byte_offset(at), commit_raw.span()); !r) {
+      return fail(r.error());
+    }
+    auto commit = decode_journal_commit(const_block(commit_raw), sequence);
+    if (!commit || commit->count != count ||
+        commit->descriptor_checksum != descriptor_checksum(const_block(descriptor_raw))) {
+      break;  // torn: this transaction never became durable
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      if (auto a = apply(descriptor->entries[i].target, data[i].span()); !a) return fail(a.error());
+    }
+    live.push_back({sequence, position, length});
+    used += length;
+    position = advance(position, length);
+    ++sequence;
+  }
+  head_ = position;
+  next_sequence_ = sequence;
+  used_ = used;
+  live_ = std::move(live);
+  replayed_ = true;
+  return live_.empty() ? 0 : live_.back().sequence;
+}
+
+void Journal::commit(std::vector<JournalBlock> blocks, std::function<void(Result<uint64_t>)> done) {
+  std::unique_ptr<Batch> batch;
+  {
+    std::lock_guard lock(mutex_);
+    if (!replayed_) {
+      done(
+          fail(EINVAL, "journal on {}: replay() must run before the first commit", device_.name()));
+      return;
+    }
+    pending_.push_back({std::move(blocks), std::move(done)});
+    batch = take_batch_locked();
+  }
+  if (batch) submit_batch(std::move(batch));
+}
+
+Result<uint64_t> Journal::commit(std::vector<JournalBlock> blocks) {
+  std::promise<Result<uint64_t>> promise;
+  auto future = promise.get_future();
+  commit(std::move(blocks), [&promise](Result<uint64_t> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+// With mutex_ held: every pending transaction that fits goes into one batch.
+std::unique_ptr<Journal::Batch> Journal::take_batch_locked() {
+  if (in_flight_ || pending_.empty()) return nullptr;
+  if (failed_) {
+    for (Pending& p : pending_) p.done(fail(EIO, "journal failed earlier: {}", failed_->message));
+    pending_.clear();
+    return nullptr;
+  }
+  auto batch = std::make_unique<Batch>();
+  std::vector<Pending> refused;
+  for (Pending& p : pending_) {
+    const uint64_t count = p.blocks.size();
+    const uint64_t length = count + 2;
+    if (count == 0 || count > kMaxDescriptorEntries) {
+      p.done(fail(EINVAL, "a journal transaction holds 1 to {} blocks, not {}",
+                  kMaxDescriptorEntries, count));
+      continue;
+    }
+    if (used_ + length > capacity_) {
+      p.done(fail(ENOSPC, "journal on {} is full ({} of {} blocks in use): checkpoint first",
+                  device_.name(), used_, capacity_));
+      continue;
+    }
+    Batch::Transaction t{next_sequence_++,
+                         head_,
+                         length,
+                         AlignedBuffer(kJournalBlockSize),
+                         AlignedBuffer(kJournalBlockSize),
+                         std::move(p)};
+    JournalDescriptor descriptor{t.sequence, {}};
+    for (const JournalBlock& b : t.pending.blocks) {
+      descriptor.entries.push_back(
+          {b.target, data_block_checksum(ConstBlock(b.data.data(), kJournalBlockSize)), 0});
+    }
+    encode_journal_descriptor(descriptor, block(t.descriptor));
+    encode_journal_commit(
+        {t.sequence, static_cast<uint32_t>(count), descriptor_checksum(const_block(t.descriptor))},
+        block(t.commit));
+    head_ = advance(head_, length);
+    used_ += length;
+    batch->transactions.push_back(std::move(t));
+  }
+  pending_.clear();
+  if (batch->transactions.empty()) return nullptr;
+  in_flight_ = true;
+  const auto& first = batch->transactions.front();
+  in_flight_first_ = {first.sequence, first.position, first.length};
+  return batch;
+}
+
+void Journal::submit_batch(std::unique_ptr<Batch> batch) {
+  std::vector<PlannedIo> ios;
+  for (Batch::Transaction& t : batch->transactions) {
+    uint64_t at = t.position;
+    ios.push_back({0, byte_offset(at), t.descriptor.data(), kJournalBlockSize, 0});
+    for (const JournalBlock& b : t.pending.blocks) {
+      at = advance(at, 1);
+      ios.push_back(
+          {0, byte_offset(at), const_cast<std::byte*>(b.data.data()), kJournalBlockSize, 0});
+    }
+    at = advance(at, 1);
+    ios.push_back({0, byte_offset(at), t.commit.data(), kJournalBlockSize, 0});
+  }
+  const uint64_t blocks = ios.size();
+  Member* members[] = {&device_};
+  auto raw = batch.release();
+  // Everything at once, then one flush: the checksums tell a torn transaction apart.
+  submit_ios(
+      members, MemberOp::write, std::move(ios), false,
+      [this, raw, blocks](std::vector<FailedIo> failures) {
+        std::unique_ptr<Batch> batch(raw);
+        if (!failures.empty()) {
+          batch_written(std::move(batch), fail(failures[0].error, "journal write on {} failed: {}",
+                                               device_.name(), std::strerror(failures[0].error)));
+          return;
+        }
+        {
+          std::lock_guard lock(mutex_);
+          stats_.blocks_written += blocks;
+        }
+        MemberRequest flush;
+        flush.op = MemberOp::flush;
+        auto* again = batch.release();
+        flush.done = [this, again](int64_t result) {
+          std::unique_ptr<Batch> batch(again);
+          if (result < 0) {
+            batch_written(std::move(batch), fail(static_cast<int>(-result),
+                                                 "journal flush on {} failed", device_.name()));
+          } else {
+            batch_written(std::move(batch), {});
+          }
+        };
+        device_.submit(std::move(flush));
+      });
+}
+
+void Journal::batch_written(std::unique_ptr<Batch> batch, Result<void> result) {
+  std::unique_ptr<Batch> next;
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.batches;
+    ++stats_.flushes;
+    for (Batch::Transaction& t : batch->transactions) {
+      if (result) {
+        live_.push_back({t.sequence, t.position, t.length});
+        ++stats_.transactions;
+      }
+    }
+    if (!result) {
+      // Replay would stop at the hole this batch left and never see what follows it, so
+      // nothing may follow: the journal has failed.
+      failed_ = result.error();
+      journal_log().error("{}", result.error().message);
+    }
+    in_flight_ = false;
+    next = take_batch_locked();
+  }
+  for (Batch::Transaction& t : batch->transactions) {
+    if (result) {
+      t.pending.done(t.sequence);
+    } else {
+      t.pending.done(fail(result.error()));
+    }
+  }
+  if (next) submit_batch(std::move(next));
+}
+
+Result<void> Journal::checkpoint(uint64_t sequence) {
+  std::lock_guard lock(mutex_);
+  bool moved = false;
+  while (!live_.empty() && live_.front().sequence <= sequence) {
+    used_ -= live_.front().length;
+    live_.pop_front();
+    moved = true;
+  }
+  if (!moved) return {};
+  // The tail is the oldest transaction still needed: the oldest live one, else the first of
+  // a batch in flight, else where the next one will go.
+  if (!live_.empty()) {
+    superblock_.tail = live_.front().position;
+    superblock_.tail_sequence = live_.front().sequence;
+  } else if (in_flight_) {
+    superblock_.tail = in_flight_first_.position;
+    superblock_.tail_sequence = in_flight_first_.sequence;
+  } else {
+    superblock_.tail = head_;
+    superblock_.tail_sequence = next_sequence_;
+  }
+  AlignedBuffer encoded(kJournalBlockSize);
+  encode_journal_superblock(superblock_, block(encoded));
+  return member_write(device_, offset_, encoded.span(), /*fua=*/true);
+}
+
+uint64_t Journal::used_blocks() const {
+  std::lock_guard lock(mutex_);
+  return used_;
+}
+
+JournalStats Journal::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace stripefs

@@ -1,0 +1,106 @@
+// The write-ahead journal: a circular log of transactions (descriptor, block images, commit)
+// in an area of a device: a member, a separate fast device (pmem, NVMe), or (later) a range
+// of the volume.
+//
+// A transaction is durable when its callback says so; after a crash, replay() hands back
+// every durable transaction, in order, and stops at the first torn or mis-checksummed one:
+// a transaction is replayed whole or not at all. Transactions committed while a commit is in
+// flight go out together in the next one (group commit): all their blocks in one batch, then
+// one flush. Block checksums in the descriptor and the descriptor's in the commit make any
+// torn or reordered write detectable, so the commit block needs no write barrier of its own.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "aligned_buffer.hpp"
+#include "log_format.hpp"
+#include "member.hpp"
+
+namespace stripefs {
+
+// One block of a transaction: its home address (opaque to the journal) and its new image,
+// kJournalBlockSize bytes, sector-aligned, owned by the caller until the commit callback.
+struct JournalBlock {
+  uint64_t target;
+  std::span<const std::byte> data;
+};
+
+struct JournalStats {
+  uint64_t transactions = 0;  // committed
+  uint64_t batches = 0;       // group commits: transactions / batches = grouping
+  uint64_t blocks_written = 0;
+  uint64_t flushes = 0;
+};
+
+class Journal {
+ public:
+  // Writes an empty journal of `blocks` blocks at byte `offset` of `device`.
+  static Result<void> format(Member& device, uint64_t offset, uint64_t blocks,
+                             const Uuid& array_uuid);
+  // Opens a journal; replay() must run before the first commit.
+  static Result<std::unique_ptr<Journal>> open(Member& device, uint64_t offset,
+                                               const Uuid& array_uuid);
+  ~Journal();
+
+  using Apply = std::function<Result<void>(uint64_t target, std::span<const std::byte> data)>;
+  // Hands every durable transaction's blocks to `apply`, oldest first, and positions the log
+  // after the last one. Returns the last replayed sequence (0: none). Blocking.
+  Result<uint64_t> replay(const Apply& apply);
+
+  // Commits a transaction; `done` gets its sequence once it is durable, or ENOSPC when the
+  // log has no room for it before a checkpoint. Thread-safe.
+  void commit(std::vector<JournalBlock> blocks, std::function<void(Result<uint64_t>)> done);
+  Result<uint64_t> commit(std::vector<JournalBlock> blocks);  // blocking
+
+  // Every transaction up to `sequence` reached its home location durably: its log space is
+  // released (the journal superblock's tail moves past it). Blocking.
+  Result<void> checkpoint(uint64_t sequence);
+
+  uint64_t capacity_blocks() const { return capacity_; }
+  uint64_t used_blocks() const;
+  JournalStats stats() const;
+
+ private:
+  struct Pending {
+    std::vector<JournalBlock> blocks;
+    std::function<void(Result<uint64_t>)> done;
+  };
+  struct Live {  // a committed transaction still in the log
+    uint64_t sequence;
+    uint64_t position;
+    uint64_t length;  // blocks, descriptor and commit included
+  };
+  struct Batch;
+
+  Journal(Member& device, uint64_t offset, JournalSuperblock superblock);
+  uint64_t byte_offset(uint64_t position) const { return offset_ + position * kJournalBlockSize; }
+  uint64_t advance(uint64_t position, uint64_t by) const;
+  std::unique_ptr<Batch> take_batch_locked();
+  void submit_batch(std::unique_ptr<Batch> batch);
+  void batch_written(std::unique_ptr<Batch> batch, Result<void> result);
+
+  Member& device_;
+  const uint64_t offset_;
+  const uint64_t capacity_;  // log blocks: the area less its superblock
+
+  mutable std::mutex mutex_;  // guards everything below
+  JournalSuperblock superblock_;
+  uint64_t head_ = 1;  // where the next transaction goes
+  uint64_t next_sequence_ = 1;
+  uint64_t used_ = 0;  // log blocks held by live transactions
+  std::deque<Live> live_;
+  std::vector<Pending> pending_;
+  bool in_flight_ = false;
+  Live in_flight_first_{};  // the first transaction of the batch in flight
+  bool replayed_ = false;
+  std::optional<Error> failed_;  // a write failed: the log has a hole, nothing may follow it
+  JournalStats stats_;
+};
+
+}  // namespace stripefs

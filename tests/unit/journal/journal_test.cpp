@@ -1,0 +1,241 @@
+#include "journal.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "test_util.hpp"
+
+namespace stripefs {
+namespace {
+
+constexpr uint64_t kDeviceSize = 1 << 20;
+const Uuid kArray = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+// A transaction as the tests write it and expect it back.
+struct Tx {
+  std::vector<uint64_t> targets;
+  std::vector<AlignedBuffer> images;
+
+  Tx(uint64_t id, unsigned blocks) {
+    for (unsigned i = 0; i < blocks; ++i) {
+      targets.push_back(id * 100 + i);
+      images.push_back(test::random_buffer(kJournalBlockSize, id * 1000 + i));
+    }
+  }
+  std::vector<JournalBlock> blocks() const {
+    std::vector<JournalBlock> out;
+    for (size_t i = 0; i < targets.size(); ++i) out.push_back({targets[i], images[i].span()});
+    return out;
+  }
+};
+
+// What replay handed back: (target, first 8 bytes of the image) per block, in order.
+using Replayed = std::vector<std::pair<uint64_t, std::vector<std::byte>>>;
+
+Replayed expected(const std::vector<const Tx*>& txs) {
+  Replayed out;
+  for (const Tx* tx : txs) {
+    for (size_t i = 0; i < tx->targets.size(); ++i) {
+      out.emplace_back(tx->targets[i],
+                       std::vector<std::byte>(tx->images[i].data(), tx->images[i].data() + 4096));
+    }
+  }
+  return out;
+}
+
+Result<Replayed> replay(Member& device) {
+  auto journal = Journal::open(device, 0, kArray);
+  if (!journal) return fail(journal.error());
+  Replayed out;
+  auto r =
+      (*journal)->replay([&](uint64_t target, std::span<const std::byte> data) -> Result<void> {
+        out.emplace_back(target, std::vector<std::byte>(data.begin(), data.end()));
+        return {};
+      });
+  if (!r) return fail(r.error());
+  return out;
+}
+
+struct Fixture {
+  MemoryMember media{"journal-dev", kDeviceSize};
+  std::unique_ptr<Journal> journal;
+
+  explicit Fixture(uint64_t blocks = 64) {
+    EXPECT_TRUE(Journal::format(media, 0, blocks, kArray));
+    auto opened = Journal::open(media, 0, kArray);
+    EXPECT_TRUE(opened) << opened.error().message;
+    journal = std::move(*opened);
+    auto replayed = journal->replay([](uint64_t, std::span<const std::byte>) -> Result<void> {
+      ADD_FAILURE() << "a fresh journal replays nothing";
+      return {};
+    });
+    EXPECT_TRUE(replayed);
+  }
+  std::vector<std::byte> snapshot() { return {media.contents().begin(), media.contents().end()}; }
+  void restore(const std::vector<std::byte>& image) {
+    std::copy(image.begin(), image.end(), media.contents().begin());
+  }
+};
+
+TEST(Journal, ReplayReturnsEveryDurableTransactionInOrder) {
+  Fixture f;
+  std::vector<std::unique_ptr<Tx>> txs;
+  std::vector<const Tx*> all;
+  for (unsigned i = 1; i <= 5; ++i) {
+    txs.push_back(std::make_unique<Tx>(i, i));
+    auto seq = f.journal->commit(txs.back()->blocks());
+    ASSERT_TRUE(seq) << seq.error().message;
+    EXPECT_EQ(*seq, i);
+    all.push_back(txs.back().get());
+  }
+  auto back = replay(f.media);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, expected(all));
+}
+
+// The last transaction cut at every sector boundary: replay gives the state before it or
+// after it, never a mix.
+TEST(Journal, TornLastTransactionReplaysWholeOrNotAtAll) {
+  Fixture f;
+  Tx a(1, 2), b(2, 3), last(3, 4);
+  ASSERT_TRUE(f.journal->commit(a.blocks()));
+  ASSERT_TRUE(f.journal->commit(b.blocks()));
+  const auto before = f.snapshot();
+  ASSERT_TRUE(f.journal->commit(last.blocks()));
+  const auto after = f.snapshot();
+  // The last transaction's blocks: descriptor + 4 images + commit, after a's 4 and b's 5.
+  const uint64_t begin = (1 + 4 + 5) * kJournalBlockSize;
+  const uint64_t end = begin + 6 * kJournalBlockSize;
+  const Replayed without = expected({&a, &b}), with = expected({&a, &b, &last});
+  for (uint64_t cut = begin; cut <= end; cut += 512) {
+    auto image = before;
+    std::copy(after.begin() + begin, after.begin() + cut, image.begin() + begin);
+    f.restore(image);
+    auto back = replay(f.media);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(*back, cut == end ? with : without) << "cut after byte " << cut - begin;
+  }
+  // A device that reorders writes: any subset of the sectors may have landed.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    auto image = before;
+    for (uint64_t s = begin; s < end; s += 512) {
+      if (rng() % 4 != 0) std::copy(after.begin() + s, after.begin() + s + 512, image.begin() + s);
+    }
+    f.restore(image);
+    auto back = replay(f.media);
+    ASSERT_TRUE(back);
+    EXPECT_TRUE(*back == without || *back == with) << "trial " << trial << " mixed states";
+  }
+}
+
+TEST(Journal, BitFlipsInsideTheLastTransactionDropItWhole) {
+  Fixture f;
+  Tx a(1, 2), last(2, 3);
+  ASSERT_TRUE(f.journal->commit(a.blocks()));
+  ASSERT_TRUE(f.journal->commit(last.blocks()));
+  const auto after = f.snapshot();
+  const uint64_t begin = (1 + 4) * kJournalBlockSize;
+  const uint64_t end = begin + 5 * kJournalBlockSize;
+  for (uint64_t bit = begin * 8; bit < end * 8; bit += 331) {
+    auto image = after;
+    image[bit / 8] ^= std::byte(1u << (bit % 8));
+    f.restore(image);
+    auto back = replay(f.media);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, expected({&a})) << "bit " << bit - begin * 8;
+  }
+}
+
+// Transactions committed while one is in flight share the next batch and its one flush.
+TEST(Journal, ConcurrentCommitsAreGrouped) {
+  MemoryMember media("journal-dev", kDeviceSize);
+  FaultyMember slow(media);
+  slow.set_latency(std::chrono::microseconds(2000));
+  ASSERT_TRUE(Journal::format(slow, 0, 128, kArray));
+  auto journal = Journal::open(slow, 0, kArray);
+  ASSERT_TRUE(journal);
+  ASSERT_TRUE(
+      (*journal)->replay([](uint64_t, std::span<const std::byte>) -> Result<void> { return {}; }));
+  constexpr int kThreads = 4, kEach = 8;
+  std::vector<std::unique_ptr<Tx>> txs;
+  for (int i = 0; i < kThreads * kEach; ++i) txs.push_back(std::make_unique<Tx>(i + 1, 1));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto seq = (*journal)->commit(txs[t * kEach + i]->blocks());
+        EXPECT_TRUE(seq) << seq.error().message;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const JournalStats stats = (*journal)->stats();
+  EXPECT_EQ(stats.transactions, uint64_t{kThreads * kEach});
+  EXPECT_LT(stats.batches, stats.transactions) << "no commit was grouped";
+  auto back = replay(media);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->size(), size_t{kThreads * kEach});
+}
+
+TEST(Journal, WrapsAroundWithCheckpointsAndRefusesWhenFull) {
+  Fixture f(16);  // 15 log blocks: three 2-block transactions (4 blocks each) fit
+  std::vector<std::unique_ptr<Tx>> txs;
+  for (unsigned i = 1; i <= 40; ++i) {
+    txs.push_back(std::make_unique<Tx>(i, 2));
+    auto seq = f.journal->commit(txs.back()->blocks());
+    ASSERT_TRUE(seq) << "transaction " << i << ": " << seq.error().message;
+    ASSERT_TRUE(f.journal->checkpoint(*seq));
+  }
+  EXPECT_EQ(f.journal->used_blocks(), 0u);
+  Tx x(100, 2), y(101, 2), z(102, 2), w(103, 2);
+  ASSERT_TRUE(f.journal->commit(x.blocks()));
+  ASSERT_TRUE(f.journal->commit(y.blocks()));
+  ASSERT_TRUE(f.journal->commit(z.blocks()));
+  auto full = f.journal->commit(w.blocks());
+  ASSERT_FALSE(full);
+  EXPECT_EQ(full.error().code, ENOSPC);
+  auto back = replay(f.media);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, expected({&x, &y, &z})) << "exactly the live transactions, across the wrap";
+  ASSERT_TRUE(f.journal->checkpoint(41));  // x
+  ASSERT_TRUE(f.journal->commit(w.blocks()));
+  back = replay(f.media);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, expected({&y, &z, &w}));
+}
+
+TEST(Journal, DamagedSuperblockIsRefusedNamingDeviceAndField) {
+  Fixture f;
+  f.media.contents()[100] ^= std::byte{1};
+  auto refused = Journal::open(f.media, 0, kArray);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("journal-dev"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("checksum"), std::string::npos) << refused.error().message;
+  Uuid other = kArray;
+  other[0] ^= 1;
+  f.media.contents()[100] ^= std::byte{1};
+  EXPECT_FALSE(Journal::open(f.media, 0, other)) << "another array's journal";
+}
+
+TEST(Journal, CommitBeforeReplayAndBadTransactionsAreRefused) {
+  MemoryMember media("journal-dev", kDeviceSize);
+  ASSERT_TRUE(Journal::format(media, 0, 64, kArray));
+  auto journal = Journal::open(media, 0, kArray);
+  Tx a(1, 1);
+  auto early = (*journal)->commit(a.blocks());
+  ASSERT_FALSE(early);
+  EXPECT_NE(early.error().message.find("replay"), std::string::npos);
+  ASSERT_TRUE(
+      (*journal)->replay([](uint64_t, std::span<const std::byte>) -> Result<void> { return {}; }));
+  auto empty = (*journal)->commit(std::vector<JournalBlock>{});
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().code, EINVAL);
+  EXPECT_FALSE(Journal::format(media, 0, 4, kArray)) << "too small";
+}
+
+}  // namespace
+}  // namespace stripefs
