@@ -98,10 +98,12 @@ int main(int argc, char** argv) {
       *target = *parsed;
     }
     if (bitmap.members < 3 || bitmap.depth == 0 || bitmap.repeat == 0 || bitmap.writes == 0 ||
-        bitmap.member_size < (16u << 20)) {
+        bitmap.member_size < (16u << 20) || bitmap.working_set < 4096 ||
+        bitmap.region_size < 64 * 1024) {
       std::fprintf(stderr,
-                   "stripefs-bench: bitmap needs --members >= 3, --size >= 16M and "
-                   "non-zero --depth, --repeat and --writes\n");
+                   "stripefs-bench: bitmap needs --members >= 3, --size >= 16M, --working-set "
+                   ">= 4K, --region >= 64K (the chunk size) and non-zero --depth, --repeat and "
+                   "--writes\n");
       return 2;
     }
     return stripefs::bench::run_bitmap_bench(bitmap);
