@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <future>
+#include <optional>
 
 #include "io_batch.hpp"
 #include "journal_log.hpp"
@@ -13,7 +14,7 @@ struct Journal::Batch {
     uint64_t sequence;
     uint64_t position;
     uint64_t length;
-    AlignedBuffer descriptor;
+    std::vector<AlignedBuffer> descriptors;  // one per kMaxDescriptorEntries blocks
     AlignedBuffer commit;
     Pending pending;
   };
@@ -90,44 +91,55 @@ uint64_t Journal::advance(uint64_t position, uint64_t by) const {
   return 1 + (position - 1 + by) % capacity_;
 }
 
+// A transaction is [descriptor, its blocks]... then one commit: a descriptor lists at most
+// kMaxDescriptorEntries blocks, so a larger transaction chains several, all of one sequence.
+// The commit counts every block and carries the first descriptor's checksum.
 Result<uint64_t> Journal::replay(const Apply& apply) {
   std::lock_guard lock(mutex_);
   uint64_t position = superblock_.tail;
   uint64_t sequence = superblock_.tail_sequence;
   uint64_t used = 0;
   std::deque<Live> live;
-  AlignedBuffer descriptor_raw(kJournalBlockSize), commit_raw(kJournalBlockSize);
+  AlignedBuffer raw(kJournalBlockSize);
   for (;;) {
-    if (auto r = member_read(device_, byte_offset(position), descriptor_raw.span()); !r) {
-      return fail(r.error());
-    }
-    auto descriptor = decode_journal_descriptor(const_block(descriptor_raw), sequence);
-    if (!descriptor) break;  // the end of the log, or a torn descriptor
-    const uint64_t count = descriptor->entries.size();
-    const uint64_t length = count + 2;
-    if (used + length > capacity_) break;
+    std::vector<uint64_t> targets;
     std::vector<AlignedBuffer> data;
-    bool intact = true;
-    uint64_t at = advance(position, 1);
-    for (uint64_t i = 0; i < count && intact; ++i, at = advance(at, 1)) {
-      data.emplace_back(kJournalBlockSize);
-      if (auto r = member_read(device_, byte_offset(at), data.back().span()); !r) {
-        return fail(r.error());
+    std::optional<uint32_t> first_descriptor;
+    uint64_t at = position, length = 0;
+    bool committed = false;
+    for (;;) {
+      if (used + length + 1 > capacity_) break;
+      if (auto r = member_read(device_, byte_offset(at), raw.span()); !r) return fail(r.error());
+      if (first_descriptor) {
+        auto commit = decode_journal_commit(const_block(raw), sequence);
+        if (commit) {
+          committed =
+              commit->count == targets.size() && commit->descriptor_checksum == *first_descriptor;
+          ++length;
+          break;
+        }
       }
-      intact =
-          data_block_checksum(const_block(data.back())) == descriptor->entries[i].data_checksum;
+      auto descriptor = decode_journal_descriptor(const_block(raw), sequence);
+      if (!descriptor) break;  // the end of the log, or torn
+      if (!first_descriptor) first_descriptor = descriptor_checksum(const_block(raw));
+      ++length;
+      at = advance(at, 1);
+      bool intact = used + length + descriptor->entries.size() <= capacity_;
+      for (size_t i = 0; i < descriptor->entries.size() && intact; ++i, at = advance(at, 1)) {
+        data.emplace_back(kJournalBlockSize);
+        if (auto r = member_read(device_, byte_offset(at), data.back().span()); !r) {
+          return fail(r.error());
+        }
+        intact =
+            data_block_checksum(const_block(data.back())) == descriptor->entries[i].data_checksum;
+        targets.push_back(descriptor->entries[i].target);
+        ++length;
+      }
+      if (!intact) break;
     }
-    if (!intact) break;
-    if (auto r = member_read(device_, byte_offset(at), commit_raw.span()); !r) {
-      return fail(r.error());
-    }
-    auto commit = decode_journal_commit(const_block(commit_raw), sequence);
-    if (!commit || commit->count != count ||
-        commit->descriptor_checksum != descriptor_checksum(const_block(descriptor_raw))) {
-      break;  // torn: this transaction never became durable
-    }
-    for (uint64_t i = 0; i < count; ++i) {
-      if (auto a = apply(descriptor->entries[i].target, data[i].span()); !a) return fail(a.error());
+    if (!committed) break;  // torn: this transaction never became durable
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (auto a = apply(targets[i], data[i].span()); !a) return fail(a.error());
     }
     live.push_back({sequence, position, length});
     used += length;
@@ -176,32 +188,34 @@ std::unique_ptr<Journal::Batch> Journal::take_batch_locked() {
   std::vector<Pending> refused;
   for (Pending& p : pending_) {
     const uint64_t count = p.blocks.size();
-    const uint64_t length = count + 2;
-    if (count == 0 || count > kMaxDescriptorEntries) {
-      p.done(fail(EINVAL, "a journal transaction holds 1 to {} blocks, not {}",
-                  kMaxDescriptorEntries, count));
+    const uint64_t descriptors = (count + kMaxDescriptorEntries - 1) / kMaxDescriptorEntries;
+    const uint64_t length = count + descriptors + 1;
+    if (count == 0) {
+      p.done(fail(EINVAL, "an empty journal transaction"));
       continue;
     }
     if (used_ + length > capacity_) {
-      p.done(fail(ENOSPC, "journal on {} is full ({} of {} blocks in use): checkpoint first",
-                  device_.name(), used_, capacity_));
+      p.done(fail(ENOSPC,
+                  "journal on {} is full ({} of {} blocks in use, {} needed): checkpoint "
+                  "first",
+                  device_.name(), used_, capacity_, length));
       continue;
     }
-    Batch::Transaction t{next_sequence_++,
-                         head_,
-                         length,
-                         AlignedBuffer(kJournalBlockSize),
-                         AlignedBuffer(kJournalBlockSize),
+    Batch::Transaction t{next_sequence_++, head_, length, {}, AlignedBuffer(kJournalBlockSize),
                          std::move(p)};
-    JournalDescriptor descriptor{t.sequence, {}};
-    for (const JournalBlock& b : t.pending.blocks) {
-      descriptor.entries.push_back(
-          {b.target, data_block_checksum(ConstBlock(b.data.data(), kJournalBlockSize)), 0});
+    for (uint64_t first = 0; first < count; first += kMaxDescriptorEntries) {
+      JournalDescriptor descriptor{t.sequence, {}};
+      for (uint64_t i = first; i < std::min<uint64_t>(count, first + kMaxDescriptorEntries); ++i) {
+        const JournalBlock& b = t.pending.blocks[i];
+        descriptor.entries.push_back(
+            {b.target, data_block_checksum(ConstBlock(b.data.data(), kJournalBlockSize)), 0});
+      }
+      t.descriptors.emplace_back(kJournalBlockSize);
+      encode_journal_descriptor(descriptor, block(t.descriptors.back()));
     }
-    encode_journal_descriptor(descriptor, block(t.descriptor));
-    encode_journal_commit(
-        {t.sequence, static_cast<uint32_t>(count), descriptor_checksum(const_block(t.descriptor))},
-        block(t.commit));
+    encode_journal_commit({t.sequence, static_cast<uint32_t>(count),
+                           descriptor_checksum(const_block(t.descriptors.front()))},
+                          block(t.commit));
     head_ = advance(head_, length);
     used_ += length;
     batch->transactions.push_back(std::move(t));
@@ -218,13 +232,17 @@ void Journal::submit_batch(std::unique_ptr<Batch> batch) {
   std::vector<PlannedIo> ios;
   for (Batch::Transaction& t : batch->transactions) {
     uint64_t at = t.position;
-    ios.push_back({0, byte_offset(at), t.descriptor.data(), kJournalBlockSize, 0});
-    for (const JournalBlock& b : t.pending.blocks) {
-      at = advance(at, 1);
+    for (size_t i = 0; i < t.pending.blocks.size(); ++i) {
+      if (i % kMaxDescriptorEntries == 0) {
+        ios.push_back({0, byte_offset(at), t.descriptors[i / kMaxDescriptorEntries].data(),
+                       kJournalBlockSize, 0});
+        at = advance(at, 1);
+      }
+      const JournalBlock& b = t.pending.blocks[i];
       ios.push_back(
           {0, byte_offset(at), const_cast<std::byte*>(b.data.data()), kJournalBlockSize, 0});
+      at = advance(at, 1);
     }
-    at = advance(at, 1);
     ios.push_back({0, byte_offset(at), t.commit.data(), kJournalBlockSize, 0});
   }
   const uint64_t blocks = ios.size();

@@ -53,8 +53,9 @@ class Journal {
   // after the last one. Returns the last replayed sequence (0: none). Blocking.
   Result<uint64_t> replay(const Apply& apply);
 
-  // Commits a transaction; `done` gets its sequence once it is durable, or ENOSPC when the
-  // log has no room for it before a checkpoint. Thread-safe.
+  // Commits a transaction (any number of blocks: past kMaxDescriptorEntries it chains
+  // descriptors, still replayed whole or not at all); `done` gets its sequence once it is
+  // durable, or ENOSPC when the log has no room for it before a checkpoint. Thread-safe.
   void commit(std::vector<JournalBlock> blocks, std::function<void(Result<uint64_t>)> done);
   Result<uint64_t> commit(std::vector<JournalBlock> blocks);  // blocking
 

@@ -35,8 +35,10 @@ void seal(Block out) {
 
 // The checks a descriptor and a commit block share, in the documented order: magic,
 // checksum, count, sequence. `kind` is "descriptor" or "commit".
+// A descriptor lists at most kMaxDescriptorEntries blocks; a commit counts every block of
+// its transaction, which may chain several descriptors (`max_count` says which).
 Result<void> check_record(ConstBlock in, std::string_view kind, uint32_t expected_magic,
-                          uint64_t expected_sequence) {
+                          uint64_t expected_sequence, uint32_t max_count) {
   const auto magic = get_le<uint32_t>(in, jd::kMagic);
   if (magic != expected_magic) {
     return fail(ENODATA, "journal {}: magic 0x{:08x} is not 0x{:08x} (not a {} block)", kind, magic,
@@ -49,9 +51,8 @@ Result<void> check_record(ConstBlock in, std::string_view kind, uint32_t expecte
                 stored, computed);
   }
   const auto count = get_le<uint32_t>(in, jd::kCount);
-  if (count == 0 || count > kMaxDescriptorEntries) {
-    return fail(EINVAL, "journal {}: count {} is not in [1, {}]", kind, count,
-                kMaxDescriptorEntries);
+  if (count == 0 || count > max_count) {
+    return fail(EINVAL, "journal {}: count {} is not in [1, {}]", kind, count, max_count);
   }
   const auto sequence = get_le<uint64_t>(in, jd::kSequence);
   if (expected_sequence != 0 && sequence != expected_sequence) {
@@ -145,7 +146,9 @@ void encode_journal_descriptor(const JournalDescriptor& descriptor,
 
 Result<JournalDescriptor> decode_journal_descriptor(
     std::span<const std::byte, kJournalBlockSize> in, uint64_t expected_sequence) {
-  if (auto ok = check_record(in, "descriptor", kJournalDescriptorMagic, expected_sequence); !ok) {
+  if (auto ok = check_record(in, "descriptor", kJournalDescriptorMagic, expected_sequence,
+                             kMaxDescriptorEntries);
+      !ok) {
     return fail(std::move(ok.error()));
   }
   JournalDescriptor descriptor;
@@ -174,7 +177,8 @@ void encode_journal_commit(const JournalCommit& commit,
 
 Result<JournalCommit> decode_journal_commit(std::span<const std::byte, kJournalBlockSize> in,
                                             uint64_t expected_sequence) {
-  if (auto ok = check_record(in, "commit", kJournalCommitMagic, expected_sequence); !ok) {
+  if (auto ok = check_record(in, "commit", kJournalCommitMagic, expected_sequence, UINT32_MAX);
+      !ok) {
     return fail(std::move(ok.error()));
   }
   JournalCommit commit;

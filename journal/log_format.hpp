@@ -5,8 +5,10 @@
 // are), then one commit block. Each position after log block blocks-1 is log block 1: a
 // transaction may wrap anywhere, even between its descriptor and its first data block.
 //
-// A transaction counts only once its commit block is intact and agrees with its descriptor:
-// same sequence, same count, and descriptor_checksum equal to the descriptor's own stored
+// A transaction larger than 254 blocks chains descriptors, each followed by its blocks, all
+// of one sequence, before the one commit. It counts only once its commit block is intact and
+// agrees with its descriptors: same sequence, the total count, and descriptor_checksum equal
+// to the first descriptor's own stored
 // checksum. Each data block must match its entry's data_checksum. Data blocks are not escaped
 // (unlike jbd2's): a reader finds each descriptor from the previous transaction's count, never
 // by looking for the magic, so a data block that happens to start with a magic is harmless.
@@ -55,7 +57,8 @@
 //   ------  -----  ------------------------------------------------------------------------
 //        0      4  magic                0x434A5453 (bytes 53 54 4A 43, "STJC", on disk)
 //        4      8  sequence             equals the descriptor's
-//       12      4  count                equals the descriptor's; 1..254
+//       12      4  count                every data block of the transaction (its descriptors
+//                                     may chain: at most 254 blocks each); >= 1
 //       16      4  descriptor_checksum  the descriptor block's stored checksum
 //       20   4072  reserved
 //     4092      4  checksum             CRC-32C of bytes [0, 4092)

@@ -10,7 +10,7 @@
 namespace stripefs {
 namespace {
 
-constexpr uint64_t kDeviceSize = 1 << 20;
+constexpr uint64_t kDeviceSize = 8 << 20;
 const Uuid kArray = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
 // A transaction as the tests write it and expect it back.
@@ -205,6 +205,32 @@ TEST(Journal, WrapsAroundWithCheckpointsAndRefusesWhenFull) {
   back = replay(f.media);
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, expected({&y, &z, &w}));
+}
+
+// Past one descriptor's 254 blocks, a transaction chains descriptors and is still replayed
+// whole or not at all.
+TEST(Journal, LargeTransactionsChainDescriptorsAndStayAtomic) {
+  Fixture f(1024);
+  Tx small(1, 3), large(2, 600);
+  ASSERT_TRUE(f.journal->commit(small.blocks()));
+  const auto before = f.snapshot();
+  ASSERT_TRUE(f.journal->commit(large.blocks()));
+  const auto after = f.snapshot();
+  auto back = replay(f.media);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, expected({&small, &large}));
+  // Lose any one block of the large transaction (a middle descriptor, data, the commit).
+  const uint64_t begin = (1 + 5) * kJournalBlockSize;
+  const uint64_t blocks = 600 + 3 + 1;
+  for (uint64_t lost : {uint64_t{0}, uint64_t{100}, uint64_t{255}, uint64_t{509}, blocks - 1}) {
+    auto image = after;
+    const uint64_t at = begin + lost * kJournalBlockSize;
+    std::copy(before.begin() + at, before.begin() + at + kJournalBlockSize, image.begin() + at);
+    f.restore(image);
+    back = replay(f.media);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, expected({&small})) << "block " << lost << " of the transaction lost";
+  }
 }
 
 TEST(Journal, DamagedSuperblockIsRefusedNamingDeviceAndField) {

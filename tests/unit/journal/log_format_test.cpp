@@ -545,8 +545,7 @@ const Damage kCommitDamages[] = {
     {"zero_magic", jc::kMagic, 4, 0, ENODATA, "not a commit block", "magic 0x00000000"},
     {"descriptor_magic", jc::kMagic, 4, kJournalDescriptorMagic, ENODATA, "not a commit block",
      "magic 0x444a5453"},
-    {"count_0", jc::kCount, 4, 0, EINVAL, "not in [1, 254]", "count 0"},
-    {"count_255", jc::kCount, 4, 255, EINVAL, "not in [1, 254]", "count 255"},
+    {"count_0", jc::kCount, 4, 0, EINVAL, "not in [1, 4294967295]", "count 0"},
     {"sequence_prev", jc::kSequence, 8, kSequence - 1, EINVAL, "sequence 72623859790382855",
      "expected 72623859790382856"},
 };
