@@ -254,7 +254,29 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
     return fail(volume.error().code, "array {}: cannot start: {}", format_uuid(sb.array_uuid), why);
   }
   const bool degraded = (*volume)->missing_members() > 0;
-  if (!sb.clean() && degraded && !options.force) {
+  std::unique_ptr<StripeLog> stripe_log;
+  if (sb.journal_size != 0) {
+    if (!options.stripe_log) {
+      return fail(EINVAL,
+                  "array {} keeps a write-ahead journal ({} bytes at byte {} of its "
+                  "journal device): open it with that device",
+                  format_uuid(sb.array_uuid), sb.journal_size, sb.journal_offset);
+    }
+    auto made = options.stripe_log(**volume, sb);
+    if (!made) return fail(made.error());
+    stripe_log = std::move(*made);
+    // Before anything else: torn stripes get their logged contents back.
+    auto replayed = stripe_log->replay(**volume);
+    if (!replayed) return fail(replayed.error());
+    if (*replayed > 0) {
+      raid_log().warn("array {}: replayed {} logged stripe writes", format_uuid(sb.array_uuid),
+                      *replayed);
+    }
+    (*volume)->set_stripe_log(stripe_log.get());
+  }
+  // Without a stripe log, a crash may have torn stripes that a missing member's chunk can no
+  // longer be rebuilt from.
+  if (!sb.clean() && degraded && !options.force && !stripe_log) {
     return fail(EUCLEAN,
                 "array {}: was not shut down cleanly and is degraded, so parity may not match "
                 "the data; refusing to start (force to accept)",
@@ -292,6 +314,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   std::unique_ptr<Array> array(new Array(sb, assembly->by_role, std::move(uuids),
                                          std::move(*volume), std::move(assembly->notes)));
   array->intent_ = std::move(intent);
+  array->stripe_log_ = std::move(stripe_log);
   // Running: dirty until closed, missing roles recorded.
   {
     std::lock_guard lock(array->mutex_);

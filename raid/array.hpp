@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "stripe_log.hpp"
 #include "superblock.hpp"
 #include "volume.hpp"
 #include "write_intent.hpp"
@@ -43,6 +44,10 @@ struct OpenOptions {
   // damaged record instead of refusing.
   std::function<Result<std::unique_ptr<WriteIntent>>(Volume&, const Superblock&, bool force)>
       write_intent;
+  // Builds the stripe log (the write-ahead journal) for an array whose superblock has one.
+  // It is replayed before anything else, so a stripe torn by a crash is consistent again
+  // even if the array comes back degraded.
+  std::function<Result<std::unique_ptr<StripeLog>>(Volume&, const Superblock&)> stripe_log;
 };
 
 struct ResyncProgress {
@@ -91,6 +96,7 @@ class Array {
 
   Volume& volume() { return *volume_; }
   WriteIntent* write_intent() { return intent_.get(); }
+  StripeLog* stripe_log() { return stripe_log_.get(); }
   ResyncProgress resync_progress() const;
   // Waits for the background resync, if any. Blocking.
   ResyncProgress wait_resync();
@@ -115,7 +121,8 @@ class Array {
   std::vector<Member*> by_role_;
   std::vector<Uuid> member_uuids_;
   std::unique_ptr<Volume> volume_;
-  std::unique_ptr<WriteIntent> intent_;  // destroyed before the Volume it records for
+  std::unique_ptr<WriteIntent> intent_;    // destroyed before the Volume it records for
+  std::unique_ptr<StripeLog> stripe_log_;  // likewise
   std::vector<std::string> notes_;
 
   mutable std::mutex resync_mutex_;

@@ -108,6 +108,9 @@ Result<void> check_fields(const Superblock& sb, std::string_view where) {
     return fail(EINVAL, "member {}: superblock bitmap_chunk is 0 with a {}-byte bitmap", where,
                 sb.bitmap_size);
   }
+  // A journal on a separate device (journal_device_uuid set) lies on that device, not here.
+  const bool journal_here = is_zero(sb.journal_device_uuid);
+  if (!journal_here) return {};
   if (auto ok = check_area(where, "journal", sb.journal_offset, sb.journal_size, sb.data_offset);
       !ok) {
     return ok;

@@ -29,7 +29,8 @@
 //      144      8  bitmap_offset        write-intent bitmap area, bytes from member start
 //      152      8  bitmap_size          0: no bitmap
 //      160      8  bitmap_chunk         bytes of member data per bitmap bit
-//      168      8  journal_offset       journal area, bytes from member start
+//      168      8  journal_offset       journal area, bytes from member start (or from the
+//                                      start of the journal device, when one is named)
 //      176      8  journal_size         0: no journal on this member
 //      184     16  journal_device_uuid  zero unless the journal lives on a separate device
 //      200     64  member_states        one MemberState byte per role

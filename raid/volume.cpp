@@ -393,17 +393,30 @@ void Volume::issue_write(std::shared_ptr<WriteJob> job) {
   job->remaining.store(partial.size() + (ios.empty() ? 0 : 1));
   if (!ios.empty()) {
     stats_.member_write_ios.fetch_add(ios.size(), std::memory_order_relaxed);
-    submit_ios(members_, MemberOp::write, std::move(ios), false,
-               [this, job](std::vector<FailedIo> failures) {
-                 note_failures(failures);
-                 if (failed()) {
-                   stripe_done(job, fail(EIO, "write failed: {} members missing, {} tolerates {}",
-                                         missing_members(), to_string(geometry_.level()),
-                                         geometry_.redundancy()));
-                 } else {
-                   stripe_done(job, {});
-                 }
-               });
+    auto submit = [this, job, ios = std::move(ios)]() mutable {
+      submit_ios(members_, MemberOp::write, std::move(ios), false,
+                 [this, job](std::vector<FailedIo> failures) {
+                   note_failures(failures);
+                   if (failed()) {
+                     stripe_done(job, fail(EIO, "write failed: {} members missing, {} tolerates {}",
+                                           missing_members(), to_string(geometry_.level()),
+                                           geometry_.redundancy()));
+                   } else {
+                     stripe_done(job, {});
+                   }
+                 });
+    };
+    std::vector<uint64_t> full;
+    if (stripe_log_ != nullptr) {
+      for (const StripeWrite& s : job->stripes) {
+        if (s.full) full.push_back(s.stripe);
+      }
+    }
+    if (full.empty()) {
+      submit();
+    } else {
+      stripe_log_->before_bypass(std::move(full), std::move(submit));
+    }
   }
   for (size_t i : partial) run_partial_stripe(job, i);
 }
@@ -591,15 +604,35 @@ void Volume::finish_partial_stripe(std::shared_ptr<WriteJob> job, size_t index, 
   stats_.partial_stripe_writes.fetch_add(1, std::memory_order_relaxed);
   stats_.partial_stripe_bytes.fetch_add(s.bytes, std::memory_order_relaxed);
   stats_.member_write_ios.fetch_add(writes.size(), std::memory_order_relaxed);
-  submit_ios(members_, MemberOp::write, std::move(writes), false,
-             [this, job](std::vector<FailedIo> failures) {
-               note_failures(failures);
-               if (failed()) {
-                 stripe_done(job, fail(EIO, "write failed: {} members missing", missing_members()));
-               } else {
-                 stripe_done(job, {});
-               }
-             });
+  auto write_in_place = [this, job](std::vector<PlannedIo> writes, std::optional<uint64_t> token) {
+    submit_ios(members_, MemberOp::write, std::move(writes), false,
+               [this, job, token](std::vector<FailedIo> failures) {
+                 note_failures(failures);
+                 if (token) stripe_log_->written(*token);
+                 if (failed()) {
+                   stripe_done(job,
+                               fail(EIO, "write failed: {} members missing", missing_members()));
+                 } else {
+                   stripe_done(job, {});
+                 }
+               });
+  };
+  if (stripe_log_ == nullptr) {
+    write_in_place(std::move(writes), std::nullopt);
+    return;
+  }
+  // The write hole: the new contents go to the log first, durably.
+  std::vector<StripeLogWrite> logged;
+  for (const PlannedIo& w : writes) logged.push_back({w.member, w.offset, {w.data, w.length}});
+  stripe_log_->log(
+      s.stripe, std::move(logged),
+      [job, writes = std::move(writes), write_in_place, this](Result<uint64_t> token) mutable {
+        if (!token) {
+          stripe_done(job, fail(token.error().code, "stripe log: {}", token.error().message));
+          return;
+        }
+        write_in_place(std::move(writes), *token);
+      });
 }
 
 void Volume::stripe_done(std::shared_ptr<WriteJob> job, Result<void> result) {

@@ -21,6 +21,7 @@
 #include "member.hpp"
 #include "result.hpp"
 #include "stripe_locks.hpp"
+#include "stripe_log.hpp"
 #include "write_intent.hpp"
 
 namespace stripefs {
@@ -92,6 +93,9 @@ class Volume {
   // Every write is announced to `intent` (the write-intent bitmap) before any of its data
   // reaches a member. Set before the first write; `intent` must outlive the Volume's I/O.
   void set_write_intent(WriteIntent* intent) { intent_ = intent; }
+  // Every partial-stripe write of a parity level is made durable in `log` before it is
+  // written in place (full stripes bypass it). Set before the first write.
+  void set_stripe_log(StripeLog* log) { stripe_log_ = log; }
   // The member data-area range [begin, end) that stripes [first, last] occupy.
   std::pair<uint64_t, uint64_t> member_range(uint64_t first_stripe, uint64_t last_stripe) const;
   // The stripes [first, last] with a chunk in member data-area range [begin, end).
@@ -148,6 +152,7 @@ class Volume {
 
   StripeLocks locks_;
   WriteIntent* intent_ = nullptr;
+  StripeLog* stripe_log_ = nullptr;
   BufferPool parity_pool_;  // P (and Q) of full-stripe writes
 
   // Runs `then` once every failure reported to the listener is recorded.

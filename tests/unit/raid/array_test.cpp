@@ -241,7 +241,9 @@ TEST(Array, DirtyAndDegradedIsRefusedUnlessForced) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, EUCLEAN);
   EXPECT_NE(refused.error().message.find("not shut down cleanly"), std::string::npos);
-  EXPECT_TRUE(Array::open(pick(array, {0, 1, 2}), OpenOptions{.force = true, .write_intent = {}}));
+  OpenOptions forced;
+  forced.force = true;
+  EXPECT_TRUE(Array::open(pick(array, {0, 1, 2}), forced));
 }
 
 // Bad input at creation is refused before a single byte is written to any member.

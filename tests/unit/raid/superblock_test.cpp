@@ -259,9 +259,22 @@ void PrintTo(const Damage& d, std::ostream* os) {
 
 class SuperblockDamage : public testing::TestWithParam<Damage> {};
 
+TEST(Superblock, JournalOnASeparateDeviceIsNotCheckedAgainstTheMember) {
+  Superblock sb = populated();
+  sb.journal_offset = 0;
+  sb.journal_size = 1 << 30;  // would overlap everything if it were on the member
+  ASSERT_FALSE(is_zero(sb.journal_device_uuid));
+  auto out = decode_superblock(encoded(sb), kWhere);
+  EXPECT_TRUE(out) << out.error().message;
+}
+
 TEST_P(SuperblockDamage, IsRejectedNamingMemberFieldAndValue) {
   const Damage& d = GetParam();
-  Block block = encoded(populated());
+  Superblock base = populated();
+  // The journal area is checked only when the journal lives on this member (no separate
+  // journal device named).
+  if (d.name.starts_with("journal")) base.journal_device_uuid = {};
+  Block block = encoded(base);
   switch (d.width) {
     case 1:
       put(block, d.offset, static_cast<uint8_t>(d.value));
