@@ -7,8 +7,11 @@ namespace stripefs {
 
 void add_bitmap(ArrayOptions& options, uint64_t region_size,
                 std::chrono::milliseconds clear_delay) {
-  options.prepare = [region_size, clear_delay](std::span<Member* const> members,
-                                               Superblock& sb) -> Result<void> {
+  options.prepare = [previous = std::move(options.prepare), region_size, clear_delay](
+                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
+    if (previous) {
+      if (auto r = previous(members, sb); !r) return r;
+    }
     BitmapHeader header;
     header.array_uuid = sb.array_uuid;
     header.events = sb.events;

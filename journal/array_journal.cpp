@@ -1,0 +1,37 @@
+#include "array_journal.hpp"
+
+#include "stripe_journal.hpp"
+
+namespace stripefs {
+
+void add_stripe_journal(ArrayOptions& options, Member& device, uint64_t offset, uint64_t blocks) {
+  options.prepare = [previous = std::move(options.prepare), &device, offset, blocks](
+                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
+    if (previous) {
+      if (auto r = previous(members, sb); !r) return r;
+    }
+    if (sb.level != RaidLevel::raid5 && sb.level != RaidLevel::raid6) {
+      return fail(EINVAL, "a write-ahead journal closes the RAID5/6 write hole; {} has none",
+                  to_string(sb.level));
+    }
+    for (Member* m : members) {
+      if (m == &device) return fail(EINVAL, "the journal device {} is also a member", m->name());
+    }
+    if (auto f = Journal::format(device, offset, blocks, sb.array_uuid); !f) return f;
+    sb.journal_offset = offset;
+    sb.journal_size = blocks * kJournalBlockSize;
+    sb.journal_device_uuid = sb.array_uuid;  // non-zero: the journal is on a separate device
+    return {};
+  };
+}
+
+void use_stripe_journal(OpenOptions& options, Member& device) {
+  options.stripe_log = [&device](Volume& volume,
+                                 const Superblock& sb) -> Result<std::unique_ptr<StripeLog>> {
+    auto journal = Journal::open(device, sb.journal_offset, sb.array_uuid);
+    if (!journal) return fail(journal.error());
+    return std::unique_ptr<StripeLog>(std::make_unique<StripeJournal>(std::move(*journal), volume));
+  };
+}
+
+}  // namespace stripefs
