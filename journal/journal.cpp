@@ -156,16 +156,22 @@ Result<uint64_t> Journal::replay(const Apply& apply) {
 
 void Journal::commit(std::vector<JournalBlock> blocks, std::function<void(Result<uint64_t>)> done) {
   std::unique_ptr<Batch> batch;
+  std::vector<Refusal> refused;
+  bool ready;
   {
     std::lock_guard lock(mutex_);
-    if (!replayed_) {
-      done(
-          fail(EINVAL, "journal on {}: replay() must run before the first commit", device_.name()));
-      return;
+    ready = replayed_;
+    if (ready) {
+      pending_.push_back({std::move(blocks), std::move(done)});
+      batch = take_batch_locked(refused);
     }
-    pending_.push_back({std::move(blocks), std::move(done)});
-    batch = take_batch_locked();
   }
+  // Callbacks run with no lock held: they may call back into the journal.
+  if (!ready) {
+    done(fail(EINVAL, "journal on {}: replay() must run before the first commit", device_.name()));
+    return;
+  }
+  for (Refusal& r : refused) r.done(fail(std::move(r.why)));
   if (batch) submit_batch(std::move(batch));
 }
 
@@ -176,29 +182,33 @@ Result<uint64_t> Journal::commit(std::vector<JournalBlock> blocks) {
   return future.get();
 }
 
-// With mutex_ held: every pending transaction that fits goes into one batch.
-std::unique_ptr<Journal::Batch> Journal::take_batch_locked() {
+// With mutex_ held: every pending transaction that fits goes into one batch; those refused
+// are handed back, to be told once the lock is released.
+std::unique_ptr<Journal::Batch> Journal::take_batch_locked(std::vector<Refusal>& refused) {
   if (in_flight_ || pending_.empty()) return nullptr;
   if (failed_) {
-    for (Pending& p : pending_) p.done(fail(EIO, "journal failed earlier: {}", failed_->message));
+    for (Pending& p : pending_) {
+      refused.push_back(
+          {std::move(p.done), Error{EIO, "journal failed earlier: " + failed_->message}});
+    }
     pending_.clear();
     return nullptr;
   }
   auto batch = std::make_unique<Batch>();
-  std::vector<Pending> refused;
   for (Pending& p : pending_) {
     const uint64_t count = p.blocks.size();
     const uint64_t descriptors = (count + kMaxDescriptorEntries - 1) / kMaxDescriptorEntries;
     const uint64_t length = count + descriptors + 1;
     if (count == 0) {
-      p.done(fail(EINVAL, "an empty journal transaction"));
+      refused.push_back({std::move(p.done), Error{EINVAL, "an empty journal transaction"}});
       continue;
     }
     if (used_ + length > capacity_) {
-      p.done(fail(ENOSPC,
-                  "journal on {} is full ({} of {} blocks in use, {} needed): checkpoint "
-                  "first",
-                  device_.name(), used_, capacity_, length));
+      refused.push_back(
+          {std::move(p.done),
+           Error{ENOSPC, fmt::format("journal on {} is full ({} of {} blocks in use, {} needed): "
+                                     "checkpoint first",
+                                     device_.name(), used_, capacity_, length)}});
       continue;
     }
     Batch::Transaction t{next_sequence_++, head_, length, {}, AlignedBuffer(kJournalBlockSize),
@@ -280,6 +290,7 @@ void Journal::submit_batch(std::unique_ptr<Batch> batch) {
 
 void Journal::batch_written(std::unique_ptr<Batch> batch, Result<void> result) {
   std::unique_ptr<Batch> next;
+  std::vector<Refusal> refused;
   {
     std::lock_guard lock(mutex_);
     ++stats_.batches;
@@ -297,8 +308,9 @@ void Journal::batch_written(std::unique_ptr<Batch> batch, Result<void> result) {
       journal_log().error("{}", result.error().message);
     }
     in_flight_ = false;
-    next = take_batch_locked();
+    next = take_batch_locked(refused);
   }
+  for (Refusal& r : refused) r.done(fail(std::move(r.why)));
   for (Batch::Transaction& t : batch->transactions) {
     if (result) {
       t.pending.done(t.sequence);
@@ -310,29 +322,41 @@ void Journal::batch_written(std::unique_ptr<Batch> batch, Result<void> result) {
 }
 
 Result<void> Journal::checkpoint(uint64_t sequence) {
+  // One checkpoint at a time, so superblock writes land in order. The journal's mutex is
+  // not held across the write: completions (which commit) need it, and may run on the very
+  // thread that must complete this write.
+  std::lock_guard serial(checkpoint_mutex_);
+  AlignedBuffer encoded(kJournalBlockSize);
+  size_t released = 0;
+  {
+    std::lock_guard lock(mutex_);
+    while (released < live_.size() && live_[released].sequence <= sequence) ++released;
+    if (released == 0) return {};
+    // The new tail: the oldest transaction still needed (a live one, else the first of a
+    // batch in flight, else where the next one will go).
+    JournalSuperblock next = superblock_;
+    if (released < live_.size()) {
+      next.tail = live_[released].position;
+      next.tail_sequence = live_[released].sequence;
+    } else if (in_flight_) {
+      next.tail = in_flight_first_.position;
+      next.tail_sequence = in_flight_first_.sequence;
+    } else {
+      next.tail = head_;
+      next.tail_sequence = next_sequence_;
+    }
+    superblock_ = next;
+    encode_journal_superblock(next, block(encoded));
+  }
+  if (auto w = member_write(device_, offset_, encoded.span(), /*fua=*/true); !w) return w;
+  // Only now, with the new tail durable, may the released space be written over: before,
+  // a crash would replay from the old tail into overwritten blocks and lose everything live.
   std::lock_guard lock(mutex_);
-  bool moved = false;
-  while (!live_.empty() && live_.front().sequence <= sequence) {
+  for (size_t i = 0; i < released && !live_.empty(); ++i) {
     used_ -= live_.front().length;
     live_.pop_front();
-    moved = true;
   }
-  if (!moved) return {};
-  // The tail is the oldest transaction still needed: the oldest live one, else the first of
-  // a batch in flight, else where the next one will go.
-  if (!live_.empty()) {
-    superblock_.tail = live_.front().position;
-    superblock_.tail_sequence = live_.front().sequence;
-  } else if (in_flight_) {
-    superblock_.tail = in_flight_first_.position;
-    superblock_.tail_sequence = in_flight_first_.sequence;
-  } else {
-    superblock_.tail = head_;
-    superblock_.tail_sequence = next_sequence_;
-  }
-  AlignedBuffer encoded(kJournalBlockSize);
-  encode_journal_superblock(superblock_, block(encoded));
-  return member_write(device_, offset_, encoded.span(), /*fua=*/true);
+  return {};
 }
 
 uint64_t Journal::used_blocks() const {

@@ -82,7 +82,11 @@ class Journal {
   Journal(Member& device, uint64_t offset, JournalSuperblock superblock);
   uint64_t byte_offset(uint64_t position) const { return offset_ + position * kJournalBlockSize; }
   uint64_t advance(uint64_t position, uint64_t by) const;
-  std::unique_ptr<Batch> take_batch_locked();
+  struct Refusal {
+    std::function<void(Result<uint64_t>)> done;
+    Error why;
+  };
+  std::unique_ptr<Batch> take_batch_locked(std::vector<Refusal>& refused);
   void submit_batch(std::unique_ptr<Batch> batch);
   void batch_written(std::unique_ptr<Batch> batch, Result<void> result);
 
@@ -90,7 +94,8 @@ class Journal {
   const uint64_t offset_;
   const uint64_t capacity_;  // log blocks: the area less its superblock
 
-  mutable std::mutex mutex_;  // guards everything below
+  std::mutex checkpoint_mutex_;  // serializes checkpoints; taken before mutex_
+  mutable std::mutex mutex_;     // guards everything below; never held across I/O
   JournalSuperblock superblock_;
   uint64_t head_ = 1;  // where the next transaction goes
   uint64_t next_sequence_ = 1;

@@ -4,11 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <random>
 
 #include "array_bitmap.hpp"
 #include "array_journal.hpp"
+#include "file_member.hpp"
 #include "test_util.hpp"
 
 namespace stripefs {
@@ -257,6 +262,60 @@ TEST(StripeJournal, ArrayWithJournalNeedsItsDeviceAndReplaysAtOpen) {
   AlignedBuffer back(data.size());
   ASSERT_TRUE((*again)->volume().read(4096, back.span()));
   EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
+}
+
+// On real io_uring members, completions run on the engine's thread: nothing on the journal's
+// path may block that thread, nor hold a lock across I/O that a completion needs. (A
+// checkpoint once held the journal's lock across its superblock write: a deadlock.)
+TEST(StripeJournal, CheckpointsOnIoUringMembersDoNotDeadlock) {
+  char pattern[] = "/dev/shm/stripefs-journal-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  auto engine = IoEngine::create(64);
+  ASSERT_TRUE(engine);
+  std::vector<std::unique_ptr<FileMember>> files;
+  auto make = [&](const std::string& name, uint64_t size) -> Member* {
+    const std::string path = dir + "/" + name;
+    int fd = ::open(path.c_str(), O_CREAT | O_RDWR, 0600);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+    ::close(fd);
+    auto m = FileMember::open(path, **engine);
+    EXPECT_TRUE(m) << m.error().message;
+    files.push_back(std::move(*m));
+    return files.back().get();
+  };
+  std::vector<Member*> members;
+  for (int i = 0; i < 4; ++i) members.push_back(make("m" + std::to_string(i), 8 << 20));
+  Member* journal_device = make("journal", 1 << 20);
+  {
+    ArrayOptions create;
+    create.chunk_size = 64 * 1024;
+    create.assume_clean = true;
+    add_stripe_journal(create, *journal_device, 0, 32);  // small: checkpoints all the time
+    ASSERT_TRUE(create_array(members, create));
+    OpenOptions options;
+    use_stripe_journal(options, *journal_device);
+    auto array = Array::open(members, options);
+    ASSERT_TRUE(array) << array.error().message;
+    Volume& volume = (*array)->volume();
+    std::mt19937_64 rng(5);
+    AlignedBuffer data = test::random_buffer(volume.geometry().stripe_data_size(), 6);
+    for (int i = 0; i < 300; ++i) {
+      const uint64_t stripe = rng() % 8;
+      const uint64_t at = stripe * volume.geometry().stripe_data_size();
+      // Partial writes, then a full stripe over the same stripe: the bypass barrier.
+      auto r = (i % 5 == 4) ? volume.write(at, data.span())
+                            : volume.write(at + (rng() % 16) * 4096, data.span().first(8192));
+      ASSERT_TRUE(r) << r.error().message;
+    }
+    auto* log = static_cast<StripeJournal*>((*array)->stripe_log());
+    EXPECT_GT(log->stats().checkpoints, 0u);
+    EXPECT_GT(log->stats().bypass_waits, 0u);
+    ASSERT_TRUE((*array)->close());
+  }
+  files.clear();
+  engine->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(StripeJournal, TargetsRoundTrip) {
