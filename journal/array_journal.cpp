@@ -17,6 +17,17 @@ void add_stripe_journal(ArrayOptions& options, Member& device, uint64_t offset, 
     for (Member* m : members) {
       if (m == &device) return fail(EINVAL, "the journal device {} is also a member", m->name());
     }
+    // Room for at least two worst-case partial stripes (every chunk of a stripe), so one can
+    // be logged while the other is checkpointed.
+    const uint64_t stripe_blocks = uint64_t{sb.member_count} * sb.chunk_size / kJournalBlockSize;
+    const uint64_t worst =
+        stripe_blocks + (stripe_blocks + kMaxDescriptorEntries - 1) / kMaxDescriptorEntries + 1;
+    if (blocks < 2 * worst + 1) {
+      return fail(EINVAL,
+                  "a journal of {} blocks cannot hold two partial stripes of this array "
+                  "({} blocks each); give it at least {}",
+                  blocks, worst, 2 * worst + 1);
+    }
     if (auto f = Journal::format(device, offset, blocks, sb.array_uuid); !f) return f;
     sb.journal_offset = offset;
     sb.journal_size = blocks * kJournalBlockSize;

@@ -150,6 +150,34 @@ Result<uint64_t> Journal::replay(const Apply& apply) {
   next_sequence_ = sequence;
   used_ = used;
   live_ = std::move(live);
+  // Group commit writes a batch and then flushes once, so a crash may tear one transaction
+  // of a batch while a later one survives. Replay stops at the torn one; if the next commit
+  // reused its sequence, the survivor would follow it and look valid. New sequences start
+  // above anything valid-looking anywhere in the log.
+  uint64_t highest = 0;
+  for (uint64_t p = 1; p <= capacity_; ++p) {
+    if (auto r = member_read(device_, byte_offset(p), raw.span()); !r) return fail(r.error());
+    if (auto d = decode_journal_descriptor(const_block(raw), 0))
+      highest = std::max(highest, d->sequence);
+    if (auto c = decode_journal_commit(const_block(raw), 0))
+      highest = std::max(highest, c->sequence);
+  }
+  if (highest >= next_sequence_) {
+    if (live_.empty()) {
+      // Nothing to keep: persist the jump now, before the first commit.
+      superblock_.tail = head_;
+      superblock_.tail_sequence = next_sequence_ = highest + 1;
+      AlignedBuffer encoded(kJournalBlockSize);
+      encode_journal_superblock(superblock_, block(encoded));
+      if (auto w = member_write(device_, offset_, encoded.span(), /*fua=*/true); !w) {
+        return fail(w.error());
+      }
+    } else {
+      // Replayed transactions still live: the jump is persisted by the checkpoint that
+      // releases them, and commits wait for it.
+      sequence_jump_ = highest + 1;
+    }
+  }
   replayed_ = true;
   return live_.empty() ? 0 : live_.back().sequence;
 }
@@ -160,7 +188,7 @@ void Journal::commit(std::vector<JournalBlock> blocks, std::function<void(Result
   bool ready;
   {
     std::lock_guard lock(mutex_);
-    ready = replayed_;
+    ready = replayed_ && sequence_jump_ == 0;
     if (ready) {
       pending_.push_back({std::move(blocks), std::move(done)});
       batch = take_batch_locked(refused);
@@ -168,7 +196,10 @@ void Journal::commit(std::vector<JournalBlock> blocks, std::function<void(Result
   }
   // Callbacks run with no lock held: they may call back into the journal.
   if (!ready) {
-    done(fail(EINVAL, "journal on {}: replay() must run before the first commit", device_.name()));
+    done(fail(EINVAL,
+              "journal on {}: replay() and a checkpoint of what it replayed must come "
+              "before the first commit",
+              device_.name()));
     return;
   }
   for (Refusal& r : refused) r.done(fail(std::move(r.why)));
@@ -289,8 +320,6 @@ void Journal::submit_batch(std::unique_ptr<Batch> batch) {
 }
 
 void Journal::batch_written(std::unique_ptr<Batch> batch, Result<void> result) {
-  std::unique_ptr<Batch> next;
-  std::vector<Refusal> refused;
   {
     std::lock_guard lock(mutex_);
     ++stats_.batches;
@@ -307,10 +336,9 @@ void Journal::batch_written(std::unique_ptr<Batch> batch, Result<void> result) {
       failed_ = result.error();
       journal_log().error("{}", result.error().message);
     }
-    in_flight_ = false;
-    next = take_batch_locked(refused);
   }
-  for (Refusal& r : refused) r.done(fail(std::move(r.why)));
+  // The callbacks run while the batch still counts as in flight, so no later batch can
+  // complete (and be acted on) before these transactions are known to their owners.
   for (Batch::Transaction& t : batch->transactions) {
     if (result) {
       t.pending.done(t.sequence);
@@ -318,6 +346,14 @@ void Journal::batch_written(std::unique_ptr<Batch> batch, Result<void> result) {
       t.pending.done(fail(result.error()));
     }
   }
+  std::unique_ptr<Batch> next;
+  std::vector<Refusal> refused;
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_ = false;
+    next = take_batch_locked(refused);
+  }
+  for (Refusal& r : refused) r.done(fail(std::move(r.why)));
   if (next) submit_batch(std::move(next));
 }
 
@@ -343,6 +379,11 @@ Result<void> Journal::checkpoint(uint64_t sequence) {
       next.tail_sequence = in_flight_first_.sequence;
     } else {
       next.tail = head_;
+      if (sequence_jump_ != 0) {
+        // Everything replayed is released: the sequence jumps past stale records now.
+        next_sequence_ = std::max(next_sequence_, sequence_jump_);
+        sequence_jump_ = 0;
+      }
       next.tail_sequence = next_sequence_;
     }
     superblock_ = next;

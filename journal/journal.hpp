@@ -50,7 +50,9 @@ class Journal {
 
   using Apply = std::function<Result<void>(uint64_t target, std::span<const std::byte> data)>;
   // Hands every durable transaction's blocks to `apply`, oldest first, and positions the log
-  // after the last one. Returns the last replayed sequence (0: none). Blocking.
+  // after the last one. Returns the last replayed sequence (0: none). If it replayed any,
+  // the caller makes their home writes durable and checkpoints them before the first commit.
+  // Reads the whole log (new sequences must start above any stale record). Blocking.
   Result<uint64_t> replay(const Apply& apply);
 
   // Commits a transaction (any number of blocks: past kMaxDescriptorEntries it chains
@@ -105,6 +107,7 @@ class Journal {
   bool in_flight_ = false;
   Live in_flight_first_{};  // the first transaction of the batch in flight
   bool replayed_ = false;
+  uint64_t sequence_jump_ = 0;   // after replay: where new sequences must start (0: none)
   std::optional<Error> failed_;  // a write failed: the log has a hole, nothing may follow it
   JournalStats stats_;
 };

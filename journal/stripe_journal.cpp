@@ -43,6 +43,17 @@ StripeJournal::~StripeJournal() {
   }
   cv_.notify_all();
   checkpointer_.join();
+  // The journal first: its destructor waits for commits in flight, whose callbacks use us.
+  journal_.reset();
+  std::vector<std::shared_ptr<Waiting>> waiting;
+  std::vector<std::pair<uint64_t, std::function<void(Result<void>)>>> bypasses;
+  {
+    std::lock_guard lock(mutex_);
+    waiting = std::exchange(waiting_, {});
+    bypasses = std::exchange(bypasses_, {});
+  }
+  for (auto& w : waiting) w->logged(fail(ESHUTDOWN, "stripe journal closed"));
+  for (auto& [needed, go] : bypasses) go(fail(ESHUTDOWN, "stripe journal closed"));
 }
 
 void StripeJournal::log(uint64_t stripe, std::vector<StripeLogWrite> writes,
@@ -74,9 +85,11 @@ void StripeJournal::log(uint64_t stripe, std::vector<StripeLogWrite> writes,
 
 void StripeJournal::commit(std::shared_ptr<Waiting> waiting) {
   journal_->commit(waiting->blocks, [this, waiting](Result<uint64_t> sequence) {
-    if (!sequence && sequence.error().code == ENOSPC && journal_->used_blocks() > 0) {
+    const uint64_t count = waiting->blocks.size();
+    const uint64_t needed = count + (count + kMaxDescriptorEntries - 1) / kMaxDescriptorEntries + 1;
+    if (!sequence && sequence.error().code == ENOSPC && needed <= journal_->capacity_blocks()) {
       // Space comes back as stripes in flight complete and a checkpoint releases them:
-      // wait for the checkpointer, then try again. (With nothing in use, the transaction
+      // wait for the checkpointer, then try again. (A transaction larger than the whole log
       // can never fit: that ENOSPC is final.)
       std::lock_guard lock(mutex_);
       waiting_.push_back(waiting);
@@ -95,7 +108,8 @@ void StripeJournal::commit(std::shared_ptr<Waiting> waiting) {
   });
 }
 
-void StripeJournal::before_bypass(std::vector<uint64_t> stripes, std::function<void()> go) {
+void StripeJournal::before_bypass(std::vector<uint64_t> stripes,
+                                  std::function<void(Result<void>)> go) {
   {
     std::lock_guard lock(mutex_);
     uint64_t needed = 0;
@@ -113,11 +127,11 @@ void StripeJournal::before_bypass(std::vector<uint64_t> stripes, std::function<v
       return;
     }
   }
-  go();
+  go({});
 }
 
-std::vector<std::function<void()>> StripeJournal::released_bypasses_locked() {
-  std::vector<std::function<void()>> ready;
+std::vector<std::function<void(Result<void>)>> StripeJournal::released_bypasses_locked() {
+  std::vector<std::function<void(Result<void>)>> ready;
   std::erase_if(bypasses_, [&](auto& b) {
     if (b.first > last_checkpoint_) return false;
     ready.push_back(std::move(b.second));
@@ -159,15 +173,33 @@ void StripeJournal::checkpoint_loop() {
     cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_ || wanted_; });
     if (stopping_) return;
     wanted_ = false;
+    const uint64_t before = last_checkpoint_;
     lock.unlock();
-    if (auto c = checkpoint(); !c) journal_log().warn("stripe journal: {}", c.error().message);
+    auto checkpointed = checkpoint();
     lock.lock();
+    if (!checkpointed) {
+      // The log cannot advance (the array or the journal device failed): fail what waits on
+      // it rather than strand it.
+      journal_log().error("stripe journal checkpoint: {}", checkpointed.error().message);
+      auto waiting = std::exchange(waiting_, {});
+      auto bypasses = std::exchange(bypasses_, {});
+      lock.unlock();
+      for (auto& w : waiting) w->logged(fail(checkpointed.error()));
+      for (auto& [needed, go] : bypasses) go(fail(checkpointed.error()));
+      lock.lock();
+      continue;
+    }
     auto retry = std::exchange(waiting_, {});
     auto released = released_bypasses_locked();
+    const bool progress = last_checkpoint_ != before;
     if (!bypasses_.empty()) wanted_ = true;  // older stripes still in flight: go again
     lock.unlock();
-    for (auto& go : released) go();
+    for (auto& go : released) go({});
     for (auto& w : retry) commit(w);
+    if (!progress && (wanted_ || !retry.empty())) {
+      // Nothing could be released yet (writes in flight): do not spin.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     lock.lock();
   }
 }

@@ -32,7 +32,7 @@ class StripeJournal final : public StripeLog {
 
   void log(uint64_t stripe, std::vector<StripeLogWrite> writes,
            std::function<void(Result<uint64_t>)> logged) override;
-  void before_bypass(std::vector<uint64_t> stripes, std::function<void()> go) override;
+  void before_bypass(std::vector<uint64_t> stripes, std::function<void(Result<void>)> go) override;
   void written(uint64_t token) override;
   Result<uint64_t> replay(Volume& volume) override;
 
@@ -51,7 +51,7 @@ class StripeJournal final : public StripeLog {
   void commit(std::shared_ptr<Waiting> waiting);
   void checkpoint_loop();
   // With mutex_ held: the bypasses a checkpoint up to last_checkpoint_ released.
-  std::vector<std::function<void()>> released_bypasses_locked();
+  std::vector<std::function<void(Result<void>)>> released_bypasses_locked();
 
   std::unique_ptr<Journal> journal_;
   Volume& volume_;
@@ -62,7 +62,7 @@ class StripeJournal final : public StripeLog {
   uint64_t last_checkpoint_ = 0;
   std::vector<std::shared_ptr<Waiting>> waiting_;  // refused for space: retried after a checkpoint
   std::map<uint64_t, uint64_t> logged_stripes_;    // stripe -> its newest logged sequence
-  std::vector<std::pair<uint64_t, std::function<void()>>> bypasses_;  // (sequence needed, go)
+  std::vector<std::pair<uint64_t, std::function<void(Result<void>)>>> bypasses_;  // (needed, go)
   StripeJournalStats stats_;
   bool stopping_ = false;
   bool wanted_ = false;  // a checkpoint was asked for

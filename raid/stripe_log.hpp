@@ -35,8 +35,10 @@ class StripeLog {
   virtual void log(uint64_t stripe, std::vector<StripeLogWrite> writes,
                    std::function<void(Result<uint64_t>)> logged) = 0;
   // Full stripes bypass the log. Replay must then never bring back an older logged write of
-  // the same stripe over them: `go` runs once no such write can be replayed any more.
-  virtual void before_bypass(std::vector<uint64_t> stripes, std::function<void()> go) = 0;
+  // the same stripe over them: `go` runs once no such write can be replayed any more, or
+  // with the error that keeps the log from getting there (then the write must not happen).
+  virtual void before_bypass(std::vector<uint64_t> stripes,
+                             std::function<void(Result<void>)> go) = 0;
   // The writes logged under `token` completed on the members.
   virtual void written(uint64_t token) = 0;
   // After a crash and before any other I/O: rewrites every logged write to the active

@@ -415,7 +415,14 @@ void Volume::issue_write(std::shared_ptr<WriteJob> job) {
     if (full.empty()) {
       submit();
     } else {
-      stripe_log_->before_bypass(std::move(full), std::move(submit));
+      stripe_log_->before_bypass(
+          std::move(full), [this, job, submit = std::move(submit)](Result<void> ok) mutable {
+            if (ok) {
+              submit();
+            } else {
+              stripe_done(job, fail(ok.error().code, "stripe log: {}", ok.error().message));
+            }
+          });
     }
   }
   for (size_t i : partial) run_partial_stripe(job, i);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 #include <map>
 #include <random>
 
@@ -291,7 +292,7 @@ TEST(StripeJournal, CheckpointsOnIoUringMembersDoNotDeadlock) {
     ArrayOptions create;
     create.chunk_size = 64 * 1024;
     create.assume_clean = true;
-    add_stripe_journal(create, *journal_device, 0, 32);  // small: checkpoints all the time
+    add_stripe_journal(create, *journal_device, 0, 140);  // small: checkpoints all the time
     ASSERT_TRUE(create_array(members, create));
     OpenOptions options;
     use_stripe_journal(options, *journal_device);
@@ -316,6 +317,81 @@ TEST(StripeJournal, CheckpointsOnIoUringMembersDoNotDeadlock) {
   files.clear();
   engine->reset();
   std::filesystem::remove_all(dir);
+}
+
+TEST(StripeJournal, RefusesAJournalTooSmallForTwoPartialStripes) {
+  test::MemoryArray media(4, 8 << 20);
+  MemoryMember journal_device("nvme-journal", 4 << 20);
+  ArrayOptions create;
+  create.chunk_size = 64 * 1024;
+  add_stripe_journal(create, journal_device, 0, 64);
+  auto refused = create_array(media.members(), create);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("at least 133"), std::string::npos)
+      << refused.error().message;
+}
+
+// A torn transaction's sequence is never reused: a later transaction of the same batch that
+// survived the crash must not become valid behind the reused one (review finding).
+TEST(StripeJournal, TornTransactionSequenceIsNotReused) {
+  MemoryMember device("journal", 1 << 20);
+  ASSERT_TRUE(Journal::format(device, 0, 64, kArray));
+  auto none = [](uint64_t, std::span<const std::byte>) -> Result<void> { return {}; };
+  auto targets = [&] {
+    auto j = Journal::open(device, 0, kArray);
+    std::vector<uint64_t> out;
+    EXPECT_TRUE((*j)->replay([&](uint64_t t, std::span<const std::byte>) -> Result<void> {
+      out.push_back(t);
+      return {};
+    }));
+    return out;
+  };
+  AlignedBuffer a = test::random_buffer(kJournalBlockSize, 1),
+                b = test::random_buffer(kJournalBlockSize, 2),
+                c = test::random_buffer(kJournalBlockSize, 3);
+  {
+    auto j = std::move(*Journal::open(device, 0, kArray));
+    ASSERT_TRUE(j->replay(none));
+    ASSERT_TRUE(j->commit({{1, a.span()}}));
+    ASSERT_TRUE(j->commit({{2, b.span()}}));
+  }
+  // The crash tore transaction 1 (its commit, log block 3) but not transaction 2.
+  std::fill_n(device.contents().begin() + 3 * kJournalBlockSize, kJournalBlockSize, std::byte{0});
+  ASSERT_TRUE(targets().empty());
+  uint64_t seq = 0;
+  {
+    auto j = std::move(*Journal::open(device, 0, kArray));
+    ASSERT_TRUE(j->replay(none));
+    auto committed = j->commit({{3, c.span()}});
+    ASSERT_TRUE(committed) << committed.error().message;
+    seq = *committed;
+    EXPECT_GT(seq, 2u) << "sequence 1 must not be reused";
+    EXPECT_EQ(targets(), std::vector<uint64_t>{3});
+    ASSERT_TRUE(j->checkpoint(seq));
+  }
+  EXPECT_TRUE(targets().empty()) << "nothing stale comes back after the checkpoint";
+}
+
+// A full stripe waiting at the barrier for a checkpoint that cannot happen (the array has
+// failed) completes with the error instead of hanging (review finding).
+TEST(StripeJournal, BypassWaitingForAFailedCheckpointCompletes) {
+  CrashableArray a;
+  for (auto& m : a.media.faulty) m->set_volatile_cache(false);
+  a.journal_device.set_volatile_cache(false);
+  auto run = a.start();
+  AlignedBuffer small = test::random_buffer(4096, 1);
+  AlignedBuffer full = test::random_buffer(a.geometry.stripe_data_size(), 2);
+  ASSERT_TRUE(run.volume->write(0, small.span()));  // stripe 0 is in the log now
+  a.media.faulty[0]->fail_after(0);
+  a.media.faulty[1]->fail_after(0);  // two of four: the array has failed
+  std::promise<Result<void>> done;
+  run.volume->write({{0, std::span<std::byte>(full.data(), full.size())}},
+                    [&done](Result<void> r) { done.set_value(std::move(r)); });
+  auto outcome = done.get_future();
+  // A liveness bound, not a speed goal: the barrier normally clears in milliseconds.
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the write hangs at the barrier";
+  EXPECT_FALSE(outcome.get());
 }
 
 TEST(StripeJournal, TargetsRoundTrip) {
