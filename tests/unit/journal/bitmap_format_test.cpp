@@ -1,7 +1,9 @@
 #include "bitmap_format.hpp"
 
 #include <gtest/gtest.h>
+
 #include <isa-l/crc.h>
+#include "block_test_util.hpp"
 
 #include <bit>
 #include <string>
@@ -14,8 +16,15 @@ namespace stripefs {
 namespace {
 
 namespace bl = bitmap_layout;
+static_assert(bl::kChecksum == test::kBlockChecksum);
 
-using Block = std::array<std::byte, kBitmapHeaderSize>;
+using Block = test::Block4K;
+using test::crc32c;
+using test::Damage;
+using test::get;
+using test::put;
+using test::put_width;
+using test::reseal;
 
 constexpr std::string_view kWhere = "/dev/test";
 constexpr uint64_t kAreaOffset = 8192;
@@ -47,33 +56,6 @@ Block encoded(const BitmapHeader& h) {
   Block block;
   encode_bitmap_header(h, block);
   return block;
-}
-
-template <class T>
-void put(Block& block, size_t offset, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    block[offset + i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i));
-  }
-}
-
-template <class T>
-T get(const Block& block, size_t offset) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    value |= std::to_integer<uint64_t>(block[offset + i]) << (8 * i);
-  }
-  return static_cast<T>(value);
-}
-
-// The documented checksum, computed independently of the codec: standard CRC-32C.
-uint32_t crc32c(const Block& block) {
-  auto* bytes = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(block.data()));
-  return ~crc32_iscsi(bytes, static_cast<int>(bl::kChecksum), 0xFFFFFFFFu);
-}
-
-// Makes the checksum match again, so the semantic checks are what a test exercises.
-void reseal(Block& block) {
-  put(block, bl::kChecksum, crc32c(block));
 }
 
 Error decode_error(const Block& block, const Uuid& expected = array_uuid()) {
@@ -183,42 +165,12 @@ TEST(BitmapHeader, AcceptsMinimalHeader) {
   EXPECT_FALSE(out->stale());
 }
 
-// One kind of semantic damage: a field overwritten with a bad value, checksum recomputed.
-struct Damage {
-  std::string name;
-  size_t offset;
-  size_t width;  // bytes
-  uint64_t value;
-  int code;
-  std::string reason;  // must appear in the message
-  std::string shown;   // the field and its bad value, as the message shows them
-};
-
-void PrintTo(const Damage& d, std::ostream* os) {
-  *os << d.name;
-}
-
 class BitmapHeaderDamage : public testing::TestWithParam<Damage> {};
 
 TEST_P(BitmapHeaderDamage, IsRejectedNamingMemberFieldAndValue) {
   const Damage& d = GetParam();
   Block block = encoded(populated());
-  switch (d.width) {
-    case 1:
-      put(block, d.offset, static_cast<uint8_t>(d.value));
-      break;
-    case 2:
-      put(block, d.offset, static_cast<uint16_t>(d.value));
-      break;
-    case 4:
-      put(block, d.offset, static_cast<uint32_t>(d.value));
-      break;
-    case 8:
-      put(block, d.offset, d.value);
-      break;
-    default:
-      FAIL() << "bad width " << d.width;
-  }
+  ASSERT_TRUE(test::put_width(block, d.offset, d.width, d.value)) << "bad width " << d.width;
   reseal(block);
   const Error error = decode_error(block);
   EXPECT_EQ(error.code, d.code) << error.message;

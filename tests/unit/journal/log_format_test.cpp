@@ -1,7 +1,9 @@
 #include "log_format.hpp"
 
 #include <gtest/gtest.h>
+
 #include <isa-l/crc.h>
+#include "block_test_util.hpp"
 
 #include <array>
 #include <string>
@@ -11,11 +13,18 @@ namespace stripefs {
 namespace {
 
 namespace jl = journal_layout;
+static_assert(jl::kChecksum == test::kBlockChecksum);
 namespace jsb = journal_layout::superblock;
 namespace jd = journal_layout::descriptor;
 namespace jc = journal_layout::commit;
 
-using Block = std::array<std::byte, kJournalBlockSize>;
+using Block = test::Block4K;
+using test::crc32c;
+using test::Damage;
+using test::get;
+using test::put;
+using test::put_width;
+using test::reseal;
 
 constexpr std::string_view kWhere = "/dev/test";
 constexpr uint64_t kSequence = 0x0102'0304'0506'0708;
@@ -26,61 +35,12 @@ Uuid array_uuid() {
   return uuid;
 }
 
-template <class T>
-void put(Block& block, size_t offset, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    block[offset + i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i));
-  }
-}
-
-template <class T>
-T get(const Block& block, size_t offset) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    value |= std::to_integer<uint64_t>(block[offset + i]) << (8 * i);
-  }
-  return static_cast<T>(value);
-}
-
-// The documented checksum, computed independently of the codec: standard CRC-32C.
-uint32_t crc32c(const std::byte* bytes, size_t size) {
-  auto* data = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(bytes));
-  return ~crc32_iscsi(data, static_cast<int>(size), 0xFFFFFFFFu);
-}
-uint32_t crc32c(const Block& block) {
-  return crc32c(block.data(), jl::kChecksum);
-}
-
-// Makes the checksum match again, so the semantic checks are what a test exercises.
-void reseal(Block& block) {
-  put(block, jl::kChecksum, crc32c(block));
-}
-
 void flip_bit(Block& block, size_t bit) {
   block[bit / 8] ^= std::byte{static_cast<uint8_t>(1u << (bit % 8))};
 }
 
 bool contains(const std::string& text, std::string_view part) {
   return text.find(part) != std::string::npos;
-}
-
-void put_width(Block& block, size_t offset, size_t width, uint64_t value) {
-  switch (width) {
-    case 1:
-      put(block, offset, static_cast<uint8_t>(value));
-      break;
-    case 2:
-      put(block, offset, static_cast<uint16_t>(value));
-      break;
-    case 4:
-      put(block, offset, static_cast<uint32_t>(value));
-      break;
-    case 8:
-      put(block, offset, value);
-      break;
-    default:
-      FAIL() << "bad width " << width;
-  }
 }
 
 // ---- superblock ----------------------------------------------------------------------------
@@ -177,21 +137,6 @@ TEST(JournalSuperblock, AcceptsHigherMinorVersion) {
   auto out = decode_journal_superblock(block, kWhere, array_uuid());
   ASSERT_TRUE(out) << out.error().message;
   EXPECT_EQ(*out, populated_superblock());
-}
-
-// One kind of semantic damage: a field overwritten with a bad value, checksum recomputed.
-struct Damage {
-  std::string name;
-  size_t offset;
-  size_t width;  // bytes
-  uint64_t value;
-  int code;
-  std::string reason;  // must appear in the message
-  std::string shown;   // the field and its bad value, as the message shows them
-};
-
-void PrintTo(const Damage& d, std::ostream* os) {
-  *os << d.name;
 }
 
 auto damage_name = [](const testing::TestParamInfo<Damage>& info) { return info.param.name; };

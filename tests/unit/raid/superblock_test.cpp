@@ -1,7 +1,9 @@
 #include "superblock.hpp"
 
 #include <gtest/gtest.h>
+
 #include <isa-l/crc.h>
+#include "block_test_util.hpp"
 
 #include <cstring>
 #include <string>
@@ -14,8 +16,15 @@ namespace stripefs {
 namespace {
 
 namespace sl = superblock_layout;
+static_assert(sl::kChecksum == test::kBlockChecksum);
 
-using Block = std::array<std::byte, kSuperblockSize>;
+using Block = test::Block4K;
+using test::crc32c;
+using test::Damage;
+using test::get;
+using test::put;
+using test::put_width;
+using test::reseal;
 
 constexpr std::string_view kWhere = "/dev/test";
 
@@ -56,33 +65,6 @@ Block encoded(const Superblock& sb) {
   Block block;
   encode_superblock(sb, block);
   return block;
-}
-
-template <class T>
-void put(Block& block, size_t offset, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    block[offset + i] = static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i));
-  }
-}
-
-template <class T>
-T get(const Block& block, size_t offset) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    value |= std::to_integer<uint64_t>(block[offset + i]) << (8 * i);
-  }
-  return static_cast<T>(value);
-}
-
-// The documented checksum, computed independently of the codec: standard CRC-32C.
-uint32_t crc32c(const Block& block) {
-  auto* bytes = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(block.data()));
-  return ~crc32_iscsi(bytes, static_cast<int>(sl::kChecksum), 0xFFFFFFFFu);
-}
-
-// Makes the checksum match again, so the semantic checks are what a test exercises.
-void reseal(Block& block) {
-  put(block, sl::kChecksum, crc32c(block));
 }
 
 Error decode_error(const Block& block) {
@@ -242,21 +224,6 @@ TEST(Superblock, AcceptsMinimalSuperblock) {
   EXPECT_FALSE(out->rebuilding());
 }
 
-// One kind of semantic damage: a field overwritten with a bad value, checksum recomputed.
-struct Damage {
-  std::string name;
-  size_t offset;
-  size_t width;  // bytes
-  uint64_t value;
-  int code;
-  std::string reason;  // must appear in the message
-  std::string shown;   // the field and its bad value, as the message shows them
-};
-
-void PrintTo(const Damage& d, std::ostream* os) {
-  *os << d.name;
-}
-
 class SuperblockDamage : public testing::TestWithParam<Damage> {};
 
 TEST(Superblock, JournalOnASeparateDeviceIsNotCheckedAgainstTheMember) {
@@ -275,22 +242,7 @@ TEST_P(SuperblockDamage, IsRejectedNamingMemberFieldAndValue) {
   // journal device named).
   if (d.name.starts_with("journal")) base.journal_device_uuid = {};
   Block block = encoded(base);
-  switch (d.width) {
-    case 1:
-      put(block, d.offset, static_cast<uint8_t>(d.value));
-      break;
-    case 2:
-      put(block, d.offset, static_cast<uint16_t>(d.value));
-      break;
-    case 4:
-      put(block, d.offset, static_cast<uint32_t>(d.value));
-      break;
-    case 8:
-      put(block, d.offset, d.value);
-      break;
-    default:
-      FAIL() << "bad width " << d.width;
-  }
+  ASSERT_TRUE(test::put_width(block, d.offset, d.width, d.value)) << "bad width " << d.width;
   reseal(block);
   const Error error = decode_error(block);
   EXPECT_EQ(error.code, d.code) << error.message;
