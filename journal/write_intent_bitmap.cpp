@@ -190,18 +190,44 @@ void WriteIntentBitmap::resynced(uint64_t begin, uint64_t end) {
   const uint64_t first = begin / header_.region_size;
   const uint64_t last = std::min<uint64_t>((end - 1) / header_.region_size, regions_.size() - 1);
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mutex_);
-  for (uint64_t r = first; r <= last; ++r) {
-    if (regions_[r].state != RegionState::needs_resync) continue;
-    regions_[r].state = RegionState::dirty;  // clearable once idle
-    regions_[r].idle_since = now;
+  std::unique_ptr<Batch> batch;
+  {
+    std::lock_guard lock(mutex_);
+    for (uint64_t r = first; r <= last; ++r) {
+      if (regions_[r].state != RegionState::needs_resync) continue;
+      regions_[r].state = RegionState::dirty;  // clearable once idle
+      regions_[r].idle_since = now;
+    }
+    const bool all_resynced = std::none_of(regions_.begin(), regions_.end(), [](const Region& x) {
+      return x.state == RegionState::needs_resync;
+    });
+    if (header_.stale() && all_resynced) {
+      // Everything was resynced: the bits are trustworthy again.
+      header_.set_stale(false);
+      encode_bitmap_header(header_, image_.span().subspan<0, kBitmapHeaderSize>());
+      header_pending_ = true;
+      batch = take_batch_locked();
+    }
   }
+  if (batch) submit_batch(std::move(batch));
+}
+
+BitmapHeader WriteIntentBitmap::header() const {
+  std::lock_guard lock(mutex_);
+  return header_;
 }
 
 std::unique_ptr<WriteIntentBitmap::Batch> WriteIntentBitmap::take_batch_locked() {
   if (in_flight_) return nullptr;  // the batch in flight hands over when it completes
-  if (pending_units_.empty() && pending_waiters_.empty()) return nullptr;
+  if (pending_units_.empty() && pending_waiters_.empty() && !header_pending_) return nullptr;
   auto batch = std::make_unique<Batch>();
+  if (header_pending_) {
+    // The header is checksummed as a whole: it goes out whole, whatever the unit size.
+    AlignedBuffer snapshot(kBitmapHeaderSize);
+    std::memcpy(snapshot.data(), image_.data(), kBitmapHeaderSize);
+    batch->units.emplace_back(0, std::move(snapshot));
+    header_pending_ = false;
+  }
   for (uint64_t unit : pending_units_) {
     const uint64_t length = std::min(unit_ - (area_offset_ + unit) % unit_, area_size_ - unit);
     AlignedBuffer snapshot(length);
@@ -254,7 +280,7 @@ void WriteIntentBitmap::batch_done(std::unique_ptr<Batch> batch) {
 
 void WriteIntentBitmap::settle() {
   std::unique_lock lock(mutex_);
-  settled_.wait(lock, [this] { return !in_flight_ && pending_units_.empty(); });
+  settled_.wait(lock, [this] { return !in_flight_ && pending_units_.empty() && !header_pending_; });
 }
 
 Result<uint64_t> WriteIntentBitmap::clear_idle(std::chrono::milliseconds idle) {

@@ -60,7 +60,7 @@ class WriteIntentBitmap final : public WriteIntent {
   // Waits until every bitmap write issued so far is on disk. Blocking.
   void settle();
 
-  const BitmapHeader& header() const { return header_; }
+  BitmapHeader header() const;
   uint64_t write_unit() const { return unit_; }
   uint64_t dirty_regions() const;
   BitmapStats stats() const;
@@ -87,13 +87,14 @@ class WriteIntentBitmap final : public WriteIntent {
   Volume& volume_;
   const uint64_t area_offset_;
   const uint64_t area_size_;
-  const BitmapHeader header_;
+  BitmapHeader header_;  // geometry fixed; flags (stale) change under mutex_
   const uint64_t unit_;  // bytes per bitmap write: the members' preferred I/O size
 
   mutable std::mutex mutex_;  // guards everything below
   AlignedBuffer image_;       // header block + bits, as they should be on disk
   std::vector<Region> regions_;
   std::set<uint64_t> pending_units_;  // area offsets of units changed since the last batch
+  bool header_pending_ = false;       // the header block changed: written whole next batch
   std::vector<uint64_t> pending_regions_;
   std::vector<std::function<void()>> pending_waiters_;
   bool in_flight_ = false;
