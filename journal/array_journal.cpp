@@ -1,5 +1,6 @@
 #include "array_journal.hpp"
 
+#include "journal_log.hpp"
 #include "stripe_journal.hpp"
 
 namespace stripefs {
@@ -37,11 +38,29 @@ void add_stripe_journal(ArrayOptions& options, Member& device, uint64_t offset, 
 }
 
 void use_stripe_journal(OpenOptions& options, Member& device) {
-  options.stripe_log = [&device](Volume& volume,
-                                 const Superblock& sb) -> Result<std::unique_ptr<StripeLog>> {
+  options.stripe_log = [&device](Volume& volume, const Superblock& sb,
+                                 bool force) -> Result<std::unique_ptr<StripeLog>> {
     auto journal = Journal::open(device, sb.journal_offset, sb.array_uuid);
-    if (!journal) return fail(journal.error());
-    return std::unique_ptr<StripeLog>(std::make_unique<StripeJournal>(std::move(*journal), volume));
+    bool rebuilt = false;
+    if (!journal && force && journal.error().code != EIO) {
+      // Repair: an empty journal. Its records are gone, so an unclean array is resynced
+      // whole (a degraded one cannot be: force accepts that its torn stripes stay torn).
+      journal_log().warn("{}; rebuilding the journal{}", journal.error().message,
+                         sb.clean() ? "" : " (its records are lost: full resync)");
+      if (auto f = Journal::format(device, sb.journal_offset, sb.journal_size / kJournalBlockSize,
+                                   sb.array_uuid);
+          !f) {
+        return fail(f.error());
+      }
+      journal = Journal::open(device, sb.journal_offset, sb.array_uuid);
+      rebuilt = true;
+    }
+    if (!journal) {
+      return fail(journal.error().code, "{} (force rebuilds the journal)", journal.error().message);
+    }
+    auto log = std::make_unique<StripeJournal>(std::move(*journal), volume);
+    if (rebuilt) log->set_rebuilt();
+    return std::unique_ptr<StripeLog>(std::move(log));
   };
 }
 

@@ -35,6 +35,8 @@ class StripeJournal final : public StripeLog {
   void before_bypass(std::vector<uint64_t> stripes, std::function<void(Result<void>)> go) override;
   void written(uint64_t token) override;
   Result<uint64_t> replay(Volume& volume) override;
+  bool lost_records() const override { return rebuilt_; }
+  void set_rebuilt() { rebuilt_ = true; }
 
   // Releases the log up to the oldest stripe still being written, after a member flush.
   // Blocking; also runs on its own thread when the log fills up.
@@ -55,6 +57,7 @@ class StripeJournal final : public StripeLog {
 
   std::unique_ptr<Journal> journal_;
   Volume& volume_;
+  bool rebuilt_ = false;
 
   mutable std::mutex mutex_;      // guards everything below
   std::set<uint64_t> in_flight_;  // logged, not yet written in place

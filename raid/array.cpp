@@ -262,7 +262,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
                   "journal device): open it with that device",
                   format_uuid(sb.array_uuid), sb.journal_size, sb.journal_offset);
     }
-    auto made = options.stripe_log(**volume, sb);
+    auto made = options.stripe_log(**volume, sb, options.force);
     if (!made) return fail(made.error());
     stripe_log = std::move(*made);
     // Before anything else: torn stripes get their logged contents back.
@@ -292,7 +292,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   // What an unclean shutdown may have left inconsistent: the bitmap's ranges, or all.
   std::vector<std::pair<uint64_t, uint64_t>> to_resync;
   if (!sb.clean() && !degraded) {
-    if (intent) {
+    if (intent && !(stripe_log && stripe_log->lost_records())) {
       for (auto [begin, end] : intent->ranges_to_resync()) {
         to_resync.push_back((*volume)->stripes_of(begin, end));
       }

@@ -47,7 +47,9 @@ struct OpenOptions {
   // Builds the stripe log (the write-ahead journal) for an array whose superblock has one.
   // It is replayed before anything else, so a stripe torn by a crash is consistent again
   // even if the array comes back degraded.
-  std::function<Result<std::unique_ptr<StripeLog>>(Volume&, const Superblock&)> stripe_log;
+  // Gets `force` too: it may then rebuild a damaged log instead of refusing.
+  std::function<Result<std::unique_ptr<StripeLog>>(Volume&, const Superblock&, bool force)>
+      stripe_log;
 };
 
 struct ResyncProgress {

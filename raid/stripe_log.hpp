@@ -44,6 +44,9 @@ class StripeLog {
   // After a crash and before any other I/O: rewrites every logged write to the active
   // members of `volume`. Returns how many writes were replayed. Blocking.
   virtual Result<uint64_t> replay(Volume& volume) = 0;
+  // True when the log was rebuilt empty (forced over a damaged one): what it held is gone,
+  // so after an unclean shutdown every stripe must be resynced.
+  virtual bool lost_records() const { return false; }
 };
 
 }  // namespace stripefs

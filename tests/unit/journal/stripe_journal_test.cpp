@@ -394,6 +394,45 @@ TEST(StripeJournal, BypassWaitingForAFailedCheckpointCompletes) {
   EXPECT_FALSE(outcome.get());
 }
 
+// A damaged journal header is refused by device and field; force rebuilds the journal, and
+// an unclean array is then resynced whole (what the journal held is gone).
+TEST(StripeJournal, ForceRebuildsADamagedJournal) {
+  test::MemoryArray media(4, 8 << 20);
+  MemoryMember journal_device("nvme-journal", 4 << 20);
+  ArrayOptions create;
+  create.chunk_size = 64 * 1024;
+  add_bitmap(create, 0, std::chrono::milliseconds(0));
+  add_stripe_journal(create, journal_device, 0, 256);
+  ASSERT_TRUE(create_array(media.members(), create));
+  OpenOptions options;
+  use_bitmap(options, std::chrono::milliseconds(0));
+  use_stripe_journal(options, journal_device);
+  {
+    auto opened = Array::open(media.members(), options);
+    ASSERT_TRUE(opened) << opened.error().message;
+    ASSERT_TRUE((*opened)->close());
+  }
+  for (auto& m : media.faulty) {  // a crash...
+    auto s = read_superblock(*m);
+    s->set_clean(false);
+    ASSERT_TRUE(write_superblock(*m, *s));
+  }
+  journal_device.contents()[40] ^= std::byte{1};  // ...and a damaged journal header
+  auto refused = Array::open(media.members(), options);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("nvme-journal"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("checksum"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("force rebuilds"), std::string::npos);
+  options.force = true;
+  auto repaired = Array::open(media.members(), options);
+  ASSERT_TRUE(repaired) << repaired.error().message;
+  EXPECT_TRUE((*repaired)->stripe_log()->lost_records());
+  EXPECT_EQ((*repaired)->wait_resync().total, (*repaired)->volume().geometry().stripes())
+      << "the journal's records are gone: every stripe is resynced";
+  ASSERT_TRUE(Journal::open(journal_device, 0, (*repaired)->superblock().array_uuid));
+}
+
 TEST(StripeJournal, TargetsRoundTrip) {
   for (auto [member, offset, length] :
        {std::tuple{0u, uint64_t{0}, 512u}, std::tuple{63u, (uint64_t{1} << 47) * 512, 4096u}}) {
