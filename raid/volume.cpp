@@ -135,6 +135,7 @@ size_t Volume::parity_arena_buffers(const Geometry& geometry) {
 Volume::Volume(Geometry geometry, std::vector<Member*> members, uint64_t data_offset,
                uint32_t sector)
     : geometry_(std::move(geometry)),
+      level_(Level::create(geometry_)),
       members_(std::move(members)),
       data_offset_(data_offset),
       sector_(sector),
@@ -150,19 +151,7 @@ unsigned Volume::missing_members() const {
 }
 
 bool Volume::failed() const {
-  const unsigned n = geometry_.members();
-  switch (geometry_.level()) {
-    case RaidLevel::raid10:
-      // near-2: chunk c lives on members 2c and 2c+1 (mod n); lost only if both are gone.
-      for (unsigned c = 0; c < n; ++c) {
-        if (!active((2 * c) % n) && !active((2 * c + 1) % n)) return true;
-      }
-      return false;
-    case RaidLevel::raid1:
-      return missing_members() == n;
-    default:
-      return missing_members() > geometry_.redundancy();
-  }
+  return !level_->survives(is_active());
 }
 
 void Volume::fail_member(unsigned member, const Error& why) {
@@ -429,11 +418,14 @@ void Volume::issue_write(std::shared_ptr<WriteJob> job) {
 }
 
 void Volume::plan_direct_stripe(StripeWrite& s, std::vector<PlannedIo>& ios) {
+  const Level::Active live = is_active();
+  std::vector<ChunkLocation> targets;
   for (unsigned index = 0; index < geometry_.data_chunks(); ++index) {
+    if (s.data[index].empty()) continue;
+    targets.clear();
+    level_->write_targets(s.stripe, index, live, targets);
     for (const Segment& seg : s.data[index]) {
-      for (unsigned copy = 0; copy < geometry_.copies(); ++copy) {
-        const ChunkLocation at = geometry_.locate(s.stripe, index, copy);
-        if (!active(at.member)) continue;
+      for (const ChunkLocation& at : targets) {
         ios.push_back({at.member, data_offset_ + at.member_offset + seg.chunk_offset, seg.data,
                        seg.length, 0});
       }
@@ -695,18 +687,15 @@ void Volume::read_segments(std::shared_ptr<ReadJob> job, std::vector<VolumePiece
   std::vector<PlannedIo> ios;
   std::vector<VolumePiece> degraded;
   std::optional<Error> unreadable;
+  const Level::Active live = is_active();
   for (uint32_t tag = 0; tag < segments.size(); ++tag) {
     const VolumePiece& seg = segments[tag];
     const uint64_t stripe = seg.offset / stripe_size;
     const unsigned index = static_cast<unsigned>(seg.offset % stripe_size / chunk);
     const uint64_t within = seg.offset % chunk;
-    std::optional<ChunkLocation> from;
-    const unsigned copies = geometry_.copies();
-    const unsigned first = copies > 1 ? static_cast<unsigned>(read_cursor_++ % copies) : 0;
-    for (unsigned c = 0; c < copies && !from; ++c) {
-      const ChunkLocation at = geometry_.locate(stripe, index, (first + c) % copies);
-      if (active(at.member)) from = at;
-    }
+    const uint64_t spread =
+        geometry_.copies() > 1 ? read_cursor_.fetch_add(1, std::memory_order_relaxed) : 0;
+    const std::optional<ChunkLocation> from = level_->read_from(stripe, index, live, spread);
     if (from) {
       ios.push_back({from->member, data_offset_ + from->member_offset + within, seg.data.data(),
                      seg.data.size(), tag});
@@ -882,20 +871,8 @@ Result<uint64_t> Volume::check_stripes(uint64_t first, uint64_t count, bool repa
 Result<bool> Volume::check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
                                   std::span<std::byte> expected) {
   const uint64_t chunk = geometry_.chunk_size();
-  // Chunk `slot` of the stripe: data indexes, then P and Q (mirrors: the copies).
-  std::vector<ChunkLocation> where;
-  if (geometry_.has_parity()) {
-    for (unsigned i = 0; i < geometry_.data_chunks(); ++i)
-      where.push_back(geometry_.locate(stripe, i));
-    where.push_back({geometry_.p_member(stripe), stripe * chunk});
-    if (geometry_.parity_chunks() == 2)
-      where.push_back({geometry_.q_member(stripe), stripe * chunk});
-  } else if (geometry_.copies() > 1) {
-    for (unsigned c = 0; c < geometry_.copies(); ++c)
-      where.push_back(geometry_.locate(stripe, 0, c));
-  } else {
-    return false;  // RAID0: nothing to compare
-  }
+  const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
+  if (where.empty()) return false;  // nothing to compare (RAID0)
   std::vector<std::byte*> slots;
   for (size_t i = 0; i < where.size(); ++i) {
     std::byte* at = rows.data() + i * chunk;
@@ -906,19 +883,7 @@ Result<bool> Volume::check_stripe(uint64_t stripe, bool repair, std::span<std::b
       return fail(r.error());
     }
   }
-  std::vector<std::pair<size_t, std::byte*>> fixes;  // slot, correct contents
-  if (geometry_.has_parity()) {
-    const unsigned k = geometry_.data_chunks();
-    std::byte* p = expected.data();
-    std::byte* q = geometry_.parity_chunks() == 2 ? expected.data() + chunk : nullptr;
-    parity::generate(std::span(slots).subspan(0, k), p, q, chunk);
-    if (std::memcmp(p, slots[k], chunk) != 0) fixes.emplace_back(k, p);
-    if (q && std::memcmp(q, slots[k + 1], chunk) != 0) fixes.emplace_back(k + 1, q);
-  } else {
-    for (size_t c = 1; c < slots.size(); ++c) {
-      if (std::memcmp(slots[0], slots[c], chunk) != 0) fixes.emplace_back(c, slots[0]);
-    }
-  }
+  const auto fixes = level_->disagreements(slots, expected, chunk);
   if (repair) {
     for (auto [slot, contents] : fixes) {
       if (auto r = member_write(*members_[where[slot].member],

@@ -18,6 +18,7 @@
 
 #include "buffer_pool.hpp"
 #include "geometry.hpp"
+#include "level.hpp"
 #include "member.hpp"
 #include "result.hpp"
 #include "stripe_locks.hpp"
@@ -125,6 +126,9 @@ class Volume {
 
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
                             std::span<std::byte> expected);
+  Level::Active is_active() const {
+    return [this](unsigned member) { return active(member); };
+  }
   Result<void> check_pieces(const std::vector<VolumePiece>& pieces) const;
   void note_failures(const std::vector<struct FailedIo>& failures);
 
@@ -144,6 +148,7 @@ class Volume {
   void read_part_done(std::shared_ptr<ReadJob> job, Result<void> result);
 
   Geometry geometry_;
+  std::unique_ptr<Level> level_;
   std::vector<Member*> members_;
   uint64_t data_offset_;
   uint32_t sector_;

@@ -1,0 +1,70 @@
+// RAID1 and RAID10 (md's near-2): every chunk has copies on distinct members; data is lost
+// only when every copy of some chunk is gone.
+#include "level.hpp"
+
+#include <cstring>
+
+namespace stripefs {
+
+namespace {
+
+class MirroredLevel final : public Level {
+ public:
+  explicit MirroredLevel(const Geometry& geometry) : Level(geometry) {}
+
+  bool survives(const Active& active) const override {
+    const unsigned n = geometry_.members();
+    if (geometry_.level() == RaidLevel::raid1) {
+      for (unsigned m = 0; m < n; ++m) {
+        if (active(m)) return true;
+      }
+      return false;
+    }
+    // near-2: chunk c sits on members 2c and 2c+1 (mod n); every pairing occurs in n chunks.
+    for (unsigned c = 0; c < n; ++c) {
+      if (!active((2 * c) % n) && !active((2 * c + 1) % n)) return false;
+    }
+    return true;
+  }
+  void write_targets(uint64_t stripe, unsigned index, const Active& active,
+                     std::vector<ChunkLocation>& out) const override {
+    for (unsigned copy = 0; copy < geometry_.copies(); ++copy) {
+      const ChunkLocation at = geometry_.locate(stripe, index, copy);
+      if (active(at.member)) out.push_back(at);
+    }
+  }
+  std::optional<ChunkLocation> read_from(uint64_t stripe, unsigned index, const Active& active,
+                                         uint64_t spread) const override {
+    const unsigned copies = geometry_.copies();
+    const unsigned first = static_cast<unsigned>(spread % copies);
+    for (unsigned c = 0; c < copies; ++c) {
+      const ChunkLocation at = geometry_.locate(stripe, index, (first + c) % copies);
+      if (active(at.member)) return at;
+    }
+    return std::nullopt;
+  }
+  std::vector<ChunkLocation> redundancy_set(uint64_t stripe) const override {
+    std::vector<ChunkLocation> where;
+    for (unsigned c = 0; c < geometry_.copies(); ++c)
+      where.push_back(geometry_.locate(stripe, 0, c));
+    return where;
+  }
+  // The first copy is taken as right: a mirror cannot tell which copy is.
+  std::vector<std::pair<size_t, const std::byte*>> disagreements(std::span<std::byte* const> slots,
+                                                                 std::span<std::byte>,
+                                                                 size_t chunk) const override {
+    std::vector<std::pair<size_t, const std::byte*>> fixes;
+    for (size_t c = 1; c < slots.size(); ++c) {
+      if (std::memcmp(slots[0], slots[c], chunk) != 0) fixes.emplace_back(c, slots[0]);
+    }
+    return fixes;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Level> make_mirrored_level(const Geometry& geometry) {
+  return std::make_unique<MirroredLevel>(geometry);
+}
+
+}  // namespace stripefs
