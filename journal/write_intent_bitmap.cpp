@@ -284,6 +284,9 @@ void WriteIntentBitmap::settle() {
 }
 
 Result<uint64_t> WriteIntentBitmap::clear_idle(std::chrono::milliseconds idle) {
+  // While a member is missing, the bits are the record of what it missed: a member that
+  // comes back needs exactly those regions resynced (md keeps them too).
+  if (volume_.missing_members() > 0) return 0;
   const auto now = std::chrono::steady_clock::now();
   auto idle_enough = [&](const Region& r) {
     return r.state == RegionState::dirty && r.writers == 0 && now - r.idle_since >= idle;

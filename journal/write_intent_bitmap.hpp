@@ -55,7 +55,8 @@ class WriteIntentBitmap final : public WriteIntent {
   void resynced(uint64_t begin, uint64_t end) override;
 
   // Clears the bits of regions idle for at least `idle` (flushing the members first) and
-  // waits until that is on disk. Returns how many bits were cleared. Blocking.
+  // waits until that is on disk. Returns how many bits were cleared. Clears nothing while a
+  // member is missing: the bits then record what it missed. Blocking.
   Result<uint64_t> clear_idle(std::chrono::milliseconds idle);
   // Waits until every bitmap write issued so far is on disk. Blocking.
   void settle();

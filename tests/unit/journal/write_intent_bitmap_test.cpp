@@ -154,6 +154,17 @@ TEST(WriteIntentBitmap, IdleRegionsAreClearedAfterAFlushAndBusyOnesKept) {
   EXPECT_EQ(a.bitmap().dirty_regions(), 0u);
 }
 
+// While degraded, bits stay: they are the record of what the missing member missed.
+TEST(WriteIntentBitmap, BitsAreKeptWhileAMemberIsMissing) {
+  BitmapArray a;
+  a.volume().fail_member(2, Error{EIO, "pulled"});
+  write(a.volume(), 0, 4096, 1);
+  write(a.volume(), a.volume().size() - 65536, 4096, 2);
+  EXPECT_EQ(a.bitmap().dirty_regions(), 2u);
+  EXPECT_EQ(*a.bitmap().clear_idle(milliseconds(0)), 0u);
+  EXPECT_EQ(a.bitmap().dirty_regions(), 2u);
+}
+
 // After a crash only the regions whose bits were set are resynced: an inconsistency planted
 // elsewhere stays (it could not have been caused by an interrupted write).
 TEST(WriteIntentBitmap, CrashResyncsOnlyTheRecordedRegions) {
