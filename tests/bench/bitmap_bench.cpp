@@ -10,6 +10,8 @@
 
 #include "aligned_buffer.hpp"
 #include "array_bitmap.hpp"
+#include "array_journal.hpp"
+#include "log_format.hpp"
 #include "bench_util.hpp"
 #include "units.hpp"
 #include "write_intent_bitmap.hpp"
@@ -149,6 +151,29 @@ int run_bitmap_bench(const BitmapBenchOptions& o) {
       if (auto c = array->close(); !c) return fail_with(c.error());
     }
   }
+  // The write hole's price: the same random writes with every partial stripe logged on a
+  // journal device (a file in the same directory) first.
+  auto journal_file = MemberFiles::create(o.dir + "/journal", 1, 256ull << 20, **engine);
+  if (!journal_file) return fail_with(journal_file.error());
+  Member& journal_device = *(*journal_file)->members()[0];
+  ArrayOptions journaled = create;
+  journaled.force = true;  // over the array measured above
+  add_stripe_journal(journaled, journal_device, 0, (256ull << 20) / kJournalBlockSize);
+  if (auto c = create_array(members, journaled); !c) return fail_with(c.error());
+  OpenOptions with_journal = with_bitmap;
+  use_stripe_journal(with_journal, journal_device);
+  std::vector<double> logged;
+  for (unsigned pass = 0; pass < o.repeat; ++pass) {
+    auto array = Array::open(members, with_journal);
+    if (!array) return fail_with(array.error());
+    auto iops = timed_random_writes(**array, o, 100 + pass, buffers);
+    if (!iops) return fail_with(iops.error());
+    logged.push_back(*iops);
+    if (auto c = (*array)->close(); !c) return fail_with(c.error());
+  }
+  result("randwrite_journal", median(logged), "IOPS");
+  result("journal_randwrite_ratio", median(logged) / median(on));
+
   result("dirty_regions", static_cast<double>(dirty_regions));
   result("regions", static_cast<double>(regions));
   result("resync_full", median(full), "s");
