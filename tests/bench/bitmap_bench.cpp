@@ -11,8 +11,8 @@
 #include "aligned_buffer.hpp"
 #include "array_bitmap.hpp"
 #include "array_journal.hpp"
-#include "log_format.hpp"
 #include "bench_util.hpp"
+#include "log_format.hpp"
 #include "units.hpp"
 #include "write_intent_bitmap.hpp"
 
