@@ -1,0 +1,254 @@
+// Mount, unmount, commits, checkpoints and the background worker.
+#include <cstring>
+
+#include "inode.hpp"
+
+namespace stripefs::fs {
+
+Filesystem::Filesystem(Volume& volume, FsOptions options, FsSuperblock sb)
+    : volume_(volume), options_(options), sb_(std::move(sb)) {}
+
+Filesystem::~Filesystem() {
+  {
+    std::lock_guard lock(work_mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+Result<std::unique_ptr<Filesystem>> Filesystem::mount(Volume& volume, FsOptions options) {
+  AlignedBuffer block(kBlockSize);
+  if (auto r = volume.read(0, block.span()); !r) return fail(r.error());
+  auto sb = decode_fs_superblock(std::span<const std::byte, kBlockSize>(block.data(), kBlockSize));
+  if (!sb) return fail(sb.error());
+  if (sb->total_blocks * kBlockSize > volume.size()) {
+    return fail(EUCLEAN,
+                "filesystem superblock (volume block 0): field total_blocks: {} blocks, but the "
+                "volume holds {}",
+                sb->total_blocks, volume.size() / kBlockSize);
+  }
+  std::unique_ptr<Filesystem> fs(new Filesystem(volume, options, std::move(*sb)));
+  if (auto r = fs->start(); !r) return fail(r.error());
+  return fs;
+}
+
+Result<void> Filesystem::start() {
+  journal_device_ = std::make_unique<VolumeDevice>(volume_, sb_.journal_start * kBlockSize,
+                                                   sb_.journal_blocks * kBlockSize);
+  auto journal = Journal::open(*journal_device_, 0, sb_.uuid);
+  if (!journal) return fail(journal.error().code, "metadata journal: {}", journal.error().message);
+  journal_ = std::move(*journal);
+  uint64_t replayed = 0;
+  auto last = journal_->replay([&](uint64_t target,
+                                   std::span<const std::byte> data) -> Result<void> {
+    if (target == 0 || target >= sb_.total_blocks || target == sb_.journal_start ||
+        (target >= sb_.journal_start && target < sb_.journal_start + sb_.journal_blocks)) {
+      return fail(EUCLEAN, "metadata journal: a record targets block {}, outside metadata", target);
+    }
+    ++replayed;
+    return volume_.write(target * kBlockSize, data);
+  });
+  if (!last) return fail(last.error().code, "metadata journal: {}", last.error().message);
+  if (*last != 0) {
+    if (auto r = volume_.flush(); !r) return r;
+    if (auto r = journal_->checkpoint(*last); !r) return r;
+    fs_log().info("metadata journal: replayed {} blocks up to transaction {}", replayed, *last);
+  }
+  meta_ = std::make_unique<MetaStore>(volume_, *journal_, options_.metadata_cache_blocks);
+  blocks_ = std::make_unique<BitmapAllocator>(sb_.block_bitmap_start, sb_.block_bitmap_blocks,
+                                              sb_.total_blocks);
+  if (auto r = blocks_->load(*meta_); !r) return r;
+  inodes_ = std::make_unique<BitmapAllocator>(sb_.inode_bitmap_start, sb_.inode_bitmap_blocks,
+                                              sb_.inode_count);
+  if (auto r = inodes_->load(*meta_); !r) return r;
+  metadata_reserve_ = std::clamp<uint64_t>(sb_.total_blocks / 100, 64, 8192);
+  {
+    Lock lock(mutex_);
+    auto root = get_inode(kRootInode);
+    if (!root) return fail(root.error().code, "root directory: {}", root.error().message);
+    if (!(*root)->is_dir())
+      return fail(EUCLEAN, "inode 1: field mode: the root is not a directory");
+  }
+  if (!options_.read_only) {
+    ++sb_.mount_count;
+    if (auto r = write_superblock(FsState::mounted); !r) return r;
+  }
+  worker_ = std::thread([this] { worker_loop(); });
+  return {};
+}
+
+Result<void> Filesystem::write_superblock(FsState state) {
+  sb_.state = state;
+  AlignedBuffer block(kBlockSize);
+  encode_fs_superblock(sb_, std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
+  if (auto r = volume_.write(0, block.span()); !r) return r;
+  return volume_.flush();
+}
+
+void Filesystem::fail_filesystem(const Error& why) {
+  if (failed_) return;
+  failed_ = why;
+  fs_log().error("filesystem is read-only from now on: {}", why.message);
+}
+
+Result<void> Filesystem::commit() {
+  std::lock_guard commit_lock(commit_mutex_);
+  MetaStore::Snapshot snapshot;
+  {
+    Lock lock(mutex_);
+    if (failed_) return fail(EIO, "{}", failed_->message);
+    for (auto& [ino, inode] : inode_cache_) {
+      if (inode->dirty || inode->extents_dirty) {
+        if (auto r = store_inode(*inode); !r) {
+          fail_filesystem(r.error());
+          return r;
+        }
+      }
+    }
+    snapshot = meta_->take_snapshot();
+  }
+  auto sequence = meta_->write_snapshot(snapshot);
+  Lock lock(mutex_);
+  if (!sequence) {
+    fail_filesystem(sequence.error());
+    return fail(sequence.error());
+  }
+  meta_->committed(snapshot, *sequence);
+  return {};
+}
+
+Result<void> Filesystem::checkpoint() {
+  uint64_t transaction = 0;
+  {
+    std::lock_guard commit_lock(commit_mutex_);
+    auto done = meta_->checkpoint();
+    if (!done) {
+      Lock lock(mutex_);
+      fail_filesystem(done.error());
+      return fail(done.error());
+    }
+    transaction = *done;
+  }
+  Lock lock(mutex_);
+  // Blocks freed up to `transaction` may be reused, once no read still uses an old mapping.
+  if (reads_in_flight_ == 0) {
+    blocks_->checkpointed(transaction);
+    inodes_->checkpointed(transaction);
+  } else {
+    checkpointed_transaction_ = transaction;
+  }
+  return {};
+}
+
+Result<void> Filesystem::fsync(uint64_t ino, bool data_only) {
+  (void)data_only;  // metadata commits are cheap next to a flush, and size changes need one
+  {
+    Lock lock(mutex_);
+    auto found = get_inode(ino);
+    if (!found) return fail(found.error());
+    if (auto r = writeback_inode(**found, lock); !r) return r;
+  }
+  return commit();
+}
+
+Result<void> Filesystem::sync() {
+  {
+    Lock lock(mutex_);
+    for (auto& [ino, inode] : inode_cache_) {
+      if (auto r = start_writeback(*inode, 0, UINT64_MAX, lock); !r) return r;
+    }
+    writeback_cv_.wait(lock, [&] {
+      for (auto& [ino, inode] : inode_cache_) {
+        if (inode->writebacks > 0) return false;
+      }
+      return true;
+    });
+    if (failed_) return fail(EIO, "{}", failed_->message);
+  }
+  if (auto r = commit(); !r) return r;
+  return checkpoint();
+}
+
+Result<void> Filesystem::unmount() {
+  if (options_.read_only) return {};
+  if (auto r = sync(); !r) return r;
+  {
+    // Files unlinked while open are freed now that nothing holds them.
+    Lock lock(mutex_);
+    std::vector<uint64_t> orphans;
+    for (auto& [ino, inode] : inode_cache_) {
+      if (inode->disk.nlink == 0) orphans.push_back(ino);
+    }
+    for (uint64_t ino : orphans) {
+      Inode& inode = *inode_cache_.at(ino);
+      inode.lookups = 0;
+      inode.opens = 0;
+      if (auto r = destroy_inode(inode, lock); !r) return r;
+    }
+  }
+  if (auto r = commit(); !r) return r;
+  if (auto r = checkpoint(); !r) return r;
+  {
+    std::lock_guard lock(work_mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  return write_superblock(FsState::clean);
+}
+
+void Filesystem::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(work_mutex_);
+    work_.push_back(std::move(task));
+  }
+  work_cv_.notify_one();
+}
+
+// Runs completions as they come, and once a second: writeback of data dirty for longer
+// than the writeback delay, the periodic commit, and a checkpoint when the journal fills.
+void Filesystem::worker_loop() {
+  uint64_t last_commit = monotonic_ns();
+  for (;;) {
+    std::vector<std::function<void()>> tasks;
+    {
+      std::unique_lock lock(work_mutex_);
+      work_cv_.wait_for(lock, std::chrono::milliseconds(200),
+                        [&] { return stopping_ || !work_.empty(); });
+      if (stopping_ && work_.empty()) return;
+      tasks.swap(work_);
+    }
+    for (auto& task : tasks) task();
+    const uint64_t t = monotonic_ns();
+    size_t dirty_blocks = 0;
+    {
+      Lock lock(mutex_);
+      dirty_blocks = meta_->dirty_blocks();
+      const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
+      for (auto& [ino, inode] : inode_cache_) {
+        if (inode->dirty_bytes == 0) continue;
+        for (const auto& [offset, range] : inode->cache) {
+          if (!range.in_flight && t - range.since >= delay) {
+            (void)start_writeback(*inode, 0, UINT64_MAX, lock);
+            break;
+          }
+        }
+      }
+    }
+    if (t - last_commit >= static_cast<uint64_t>(options_.commit_interval_s * 1e9) ||
+        dirty_blocks > journal_->capacity_blocks() / 4) {
+      last_commit = t;
+      if (commit()) {
+        if (meta_->checkpoint_due()) (void)checkpoint();
+      }
+    }
+  }
+}
+
+FsStats Filesystem::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,252 @@
+// The filesystem core: inodes, extents, directories, xattrs, the daemon's buffer cache and
+// writeback, on a Volume. The FUSE layer (fuse_ops.cpp) only translates into these calls.
+//
+// Locking: one filesystem lock (mutex_) guards every in-memory structure below; it is held
+// for metadata work (which may read metadata blocks, blocking) but never across data I/O or
+// journal commits. I/O completions never take it: they queue work for the worker thread,
+// which does. commit_mutex_ serializes commits and checkpoints and is taken before mutex_.
+//
+// Stable pages: file data lives in immutable buffers. A write copies its payload once into
+// a new buffer that replaces (in the inode's cache map) whatever covered that range; a
+// buffer in flight to the members is therefore never modified, and the Volume computes
+// parity straight from it.
+#pragma once
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+#include "aligned_buffer.hpp"
+#include "allocator.hpp"
+#include "format.hpp"
+#include "journal.hpp"
+#include "meta_store.hpp"
+#include "volume.hpp"
+#include "volume_device.hpp"
+
+namespace stripefs::fs {
+
+struct FsOptions {
+  bool read_only = false;
+  double writeback_delay_s = 5.0;           // dirty data older than this is written back
+  double commit_interval_s = 5.0;           // metadata commit period
+  uint64_t cache_bytes = 256ull << 20;      // dirty + in-flight file data
+  size_t metadata_cache_blocks = 1u << 16;  // 256 MiB of metadata blocks
+};
+
+struct Attr {
+  uint64_t ino = 0;
+  uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;
+  uint64_t size = 0, blocks512 = 0, rdev = 0;
+  Timespec atime, mtime, ctime;
+  uint32_t generation = 0;
+};
+
+struct Caller {
+  uint32_t uid = 0, gid = 0;
+};
+
+// setattr's changes: each optional field is changed when set.
+struct SetAttr {
+  std::optional<uint32_t> mode, uid, gid;
+  std::optional<uint64_t> size;
+  std::optional<Timespec> atime, mtime;  // nsec == kTimeNow: now
+  static constexpr uint32_t kTimeNow = 0x3fffffff;
+};
+
+struct FsStatfs {
+  uint64_t blocks = 0, blocks_free = 0, files = 0, files_free = 0;
+  uint32_t block_size = kBlockSize, name_max = kMaxNameLength;
+};
+
+struct FsStats {
+  uint64_t bytes_written = 0;    // accepted from write()
+  uint64_t bytes_copied_in = 0;  // copies of file data into the cache (the one copy)
+  uint64_t edge_fill_bytes = 0;  // extra reads to complete partially written blocks
+  uint64_t writeback_bytes = 0;  // data handed to the Volume
+  uint64_t writebacks = 0;
+  uint64_t full_stripe_writebacks = 0;  // started because a full stripe was dirty
+};
+
+// A reply to read(): the bytes live in `buffers`; fragments are in file order.
+struct ReadReply {
+  std::vector<std::shared_ptr<AlignedBuffer>> buffers;
+  std::vector<std::span<const std::byte>> fragments;
+  size_t size() const {
+    size_t n = 0;
+    for (auto f : fragments) n += f.size();
+    return n;
+  }
+};
+
+class Filesystem {
+ public:
+  // Opens the filesystem on `volume` (which must outlive it): replays the metadata journal,
+  // loads the bitmaps, marks the superblock mounted. Refuses a damaged superblock or
+  // journal, naming the block and field.
+  static Result<std::unique_ptr<Filesystem>> mount(Volume& volume, FsOptions options);
+  ~Filesystem();
+  // Writes back every buffer, commits, checkpoints and marks the superblock clean.
+  Result<void> unmount();
+
+  const FsSuperblock& superblock() const { return sb_; }
+  FsStats stats() const;
+  MetaStats meta_stats() const { return meta_->stats(); }
+
+  // ---- namespace ----
+  Result<Attr> lookup(uint64_t parent, std::string_view name);  // counts a lookup
+  void forget(uint64_t ino, uint64_t lookups);
+  Result<Attr> getattr(uint64_t ino);
+  Result<Attr> setattr(uint64_t ino, const SetAttr& change);
+  Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
+                     const Caller& caller);  // regular files, fifos, sockets, devices, dirs
+  Result<Attr> symlink(uint64_t parent, std::string_view name, std::string_view target,
+                       const Caller& caller);
+  Result<std::string> readlink(uint64_t ino);
+  Result<Attr> link(uint64_t ino, uint64_t parent, std::string_view name);
+  Result<void> unlink(uint64_t parent, std::string_view name);
+  Result<void> rmdir(uint64_t parent, std::string_view name);
+  static constexpr unsigned kRenameNoReplace = 1, kRenameExchange = 2;
+  Result<void> rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                      std::string_view new_name, unsigned flags);
+  // Calls `add(name, ino, dtype, next_cookie)` from `cookie` on until it returns false.
+  // Cookies: 0 start, 1 after ".", 2 after "..", then entry keys + 3.
+  using DirFiller =
+      std::function<bool(std::string_view name, uint64_t ino, uint8_t type, uint64_t next)>;
+  Result<void> readdir(uint64_t ino, uint64_t cookie, const DirFiller& add);
+
+  // ---- files ----
+  Result<void> open(uint64_t ino);
+  void release(uint64_t ino);
+  Result<ReadReply> read(uint64_t ino, uint64_t offset, size_t size);
+  // Copies `size` bytes of payload with `copy(dest)` (the only copy of the data) at `offset`.
+  using CopyIn = std::function<Result<void>(std::span<std::byte> dest)>;
+  Result<size_t> write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy);
+  Result<void> fsync(uint64_t ino, bool data_only);
+  Result<void> fallocate(uint64_t ino, int mode, uint64_t offset, uint64_t length);
+  Result<uint64_t> lseek(uint64_t ino, uint64_t offset, int whence);
+  Result<size_t> copy_file_range(uint64_t in, uint64_t in_offset, uint64_t out, uint64_t out_offset,
+                                 size_t length);
+  Result<void> sync();  // everything: data, then metadata commit
+
+  // ---- xattrs ----
+  Result<void> setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags);
+  Result<std::string> getxattr(uint64_t ino, std::string_view name);
+  Result<std::vector<std::string>> listxattr(uint64_t ino);
+  Result<void> removexattr(uint64_t ino, std::string_view name);
+
+  FsStatfs statfs();
+
+ private:
+  struct Inode;
+  struct CachedRange;
+  struct WritebackJob;
+  using Lock = std::unique_lock<std::mutex>;
+
+  Filesystem(Volume& volume, FsOptions options, FsSuperblock sb);
+  Result<void> start();
+
+  // inodes (inode_table.cpp)
+  Result<Inode*> get_inode(uint64_t ino);
+  Result<Inode*> new_inode(uint32_t mode, const Caller& caller, uint64_t parent);
+  static void dirty(Inode& inode);
+  Result<void> store_inode(Inode& inode);  // into its table block (at commit)
+  void maybe_evict(Inode& inode, Lock& lock);
+  Result<void> destroy_inode(Inode& inode, Lock& lock);
+  Attr attr_of(const Inode& inode) const;
+  static Timespec now();
+
+  // extents (extent_map.cpp)
+  Result<void> load_extents(Inode& inode);
+  Result<void> store_extents(Inode& inode);
+  Result<uint64_t> map_block(Inode& inode, uint64_t file_block);     // 0: hole
+  Result<uint64_t> ensure_block(Inode& inode, uint64_t file_block);  // metadata files
+  void insert_extent(Inode& inode, Extent extent);
+  Result<void> free_range(Inode& inode, uint64_t first, uint64_t end);  // file blocks
+  void free_blocks(uint64_t first, uint64_t count);
+
+  // directories (directory.cpp)
+  uint64_t name_key(std::string_view name) const;
+  Result<void> dir_init(Inode& dir);
+  Result<std::optional<DirEntry>> dir_find(Inode& dir, std::string_view name);
+  Result<void> dir_add(Inode& dir, std::string_view name, uint64_t ino, uint8_t type);
+  Result<void> dir_remove(Inode& dir, std::string_view name);
+  Result<void> dir_set(Inode& dir, std::string_view name, uint64_t ino, uint8_t type);
+  Result<DirHeader> dir_header(Inode& dir);
+  Result<uint64_t> dir_bucket_block(Inode& dir, const DirHeader& header, uint64_t key);
+  Result<void> dir_split(Inode& dir, DirHeader& header);
+  Result<bool> dir_empty(Inode& dir);
+
+  // file data (file_data.cpp)
+  Result<void> fill_from_volume(Inode& inode, uint64_t offset, std::span<std::byte> dest,
+                                Lock& lock);
+  void insert_range(Inode& inode, uint64_t offset, uint64_t length,
+                    std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset);
+  void drop_ranges(Inode& inode, uint64_t offset, uint64_t end);
+  Result<void> start_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
+  Result<void> writeback_inode(Inode& inode, Lock& lock);  // starts, then waits
+  void writeback_done(std::shared_ptr<WritebackJob> job, Result<void> result);
+  void wait_writeback(Inode& inode, Lock& lock);
+  Result<void> truncate(Inode& inode, uint64_t size, Lock& lock);
+  void maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
+  void throttle(Lock& lock);
+  Result<void> reserve_delalloc(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
+  uint64_t unmapped_uncached_blocks(Inode& inode, uint64_t offset, uint64_t end);
+  Result<std::shared_ptr<AlignedBuffer>> zero_range_in_cache(Inode& inode, uint64_t offset,
+                                                             uint64_t end, Lock& lock);
+  void split_extent_at(Inode& inode, uint64_t file_block);
+  void settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written);
+  void finish_read();
+
+  // commit and background work (commit.cpp)
+  Result<void> commit();
+  Result<void> commit_locked_steps();
+  Result<void> checkpoint();
+  void worker_loop();
+  void post(std::function<void()> task);
+  Result<void> check_writable() const;
+  Result<void> write_superblock(FsState state);
+  void fail_filesystem(const Error& why);
+
+  // xattrs (xattr.cpp)
+  Result<std::vector<Xattr>> load_xattrs(Inode& inode);
+  Result<void> store_xattrs(Inode& inode, const std::vector<Xattr>& attrs);
+
+  Volume& volume_;
+  FsOptions options_;
+  FsSuperblock sb_;
+  std::unique_ptr<VolumeDevice> journal_device_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<BitmapAllocator> blocks_;
+  std::unique_ptr<BitmapAllocator> inodes_;
+
+  std::mutex commit_mutex_;  // taken before mutex_
+  mutable std::mutex mutex_;
+  std::condition_variable writeback_cv_;  // with mutex_: writebacks finished
+  std::unordered_map<uint64_t, std::unique_ptr<Inode>> inode_cache_;
+  uint64_t cached_bytes_ = 0;  // bytes of file data in cache maps (dirty and in flight)
+  uint64_t reads_in_flight_ = 0;
+  uint64_t delalloc_reserved_ = 0;  // blocks promised to dirty data not yet allocated
+  uint64_t metadata_reserve_ = 0;   // blocks only metadata may take (commits must not fail)
+  uint64_t checkpointed_transaction_ =
+      0;  // frees up to here may be reused once no read is in flight
+  std::optional<Error> failed_;
+  FsStats stats_;
+
+  // The worker: completions, the writeback timer, the commit timer.
+  std::thread worker_;
+  std::mutex work_mutex_;
+  std::condition_variable work_cv_;
+  std::vector<std::function<void()>> work_;
+  bool stopping_ = false;
+};
+
+}  // namespace stripefs::fs

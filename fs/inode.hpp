@@ -1,0 +1,54 @@
+// The in-memory inode (private to the filesystem core).
+#pragma once
+#include <map>
+#include "filesystem.hpp"
+#include "fs_log.hpp"
+
+namespace stripefs::fs {
+
+// A file-block mapping in memory. `pending`: allocated for data still in flight, so not yet
+// on disk (a commit leaves it out: ordered mode).
+struct MemExtent {
+  Extent extent;
+  bool pending = false;
+};
+
+// A range of a file's data in the cache: [offset, offset + length) of the file is
+// buffer[buffer_offset, ...). Buffers are immutable once inserted.
+struct Filesystem::CachedRange {
+  uint64_t length = 0;
+  std::shared_ptr<AlignedBuffer> buffer;
+  size_t buffer_offset = 0;
+  bool in_flight = false;  // handed to writeback: the job holds the buffer
+  uint64_t since = 0;      // monotonic ns when it became dirty
+};
+
+struct Filesystem::Inode {
+  uint64_t ino = 0;
+  DiskInode disk;
+  bool dirty = false;  // disk fields changed since the last store
+  uint64_t lookups = 0;
+  uint32_t opens = 0;
+  bool extents_loaded = false;
+  bool extents_dirty = false;
+  std::map<uint64_t, MemExtent> extents;  // by first file block
+  std::vector<uint64_t> tree_blocks;      // on-disk extent tree blocks (freed when rewritten)
+  std::map<uint64_t, CachedRange> cache;  // by file offset; block-aligned, non-overlapping
+  uint64_t dirty_bytes = 0;               // in `cache`, not in flight
+  unsigned writebacks = 0;                // jobs in flight
+  std::optional<DirHeader> dir;           // cached directory header
+
+  bool is_dir() const { return (disk.mode & S_IFMT) == S_IFDIR; }
+  bool is_reg() const { return (disk.mode & S_IFMT) == S_IFREG; }
+  bool is_symlink() const { return (disk.mode & S_IFMT) == S_IFLNK; }
+};
+
+uint64_t monotonic_ns();
+
+}  // namespace stripefs::fs
+
+namespace stripefs::fs {
+inline void Filesystem::dirty(Inode& inode) {
+  inode.dirty = true;
+}
+}  // namespace stripefs::fs

@@ -1,0 +1,97 @@
+// The metadata block cache and its transactions, over the metadata journal.
+//
+// Metadata blocks are changed only in memory, inside the running transaction; a commit
+// writes the images of every block the transaction changed to the journal (after a volume
+// flush, so the data those blocks point at is durable first: ordered mode), and a checkpoint
+// later writes the committed images to their home blocks and releases the journal space. A
+// crash therefore leaves the metadata as of some commit, never half of one.
+//
+// Not thread-safe except where noted: the filesystem calls it under its lock, and runs the
+// commit and checkpoint I/O steps (write_snapshot, checkpoint) outside that lock, one at a
+// time (under its commit lock).
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+#include "aligned_buffer.hpp"
+#include "format.hpp"
+#include "journal.hpp"
+#include "volume.hpp"
+
+namespace stripefs::fs {
+
+using BlockImage = std::shared_ptr<AlignedBuffer>;
+
+struct MetaStats {
+  uint64_t commits = 0;
+  uint64_t committed_blocks = 0;
+  uint64_t checkpoints = 0;
+  uint64_t checkpointed_blocks = 0;
+  uint64_t block_reads = 0;
+};
+
+class MetaStore {
+ public:
+  MetaStore(Volume& volume, Journal& journal, size_t cache_limit_blocks);
+
+  // The cached image of `block`, read from the volume on a miss (blocking). The span is
+  // valid until the next call that may evict (read/fresh) — copy what must outlive it.
+  Result<std::span<std::byte, kBlockSize>> read(uint64_t block);
+  // The image of `block` for changing: it joins the running transaction. The block must
+  // have been read (or made fresh) before.
+  std::span<std::byte, kBlockSize> modify(uint64_t block);
+  // A newly allocated metadata block: zeroed, in the running transaction, never read.
+  std::span<std::byte, kBlockSize> fresh(uint64_t block);
+  // Keeps `block` cached for good (allocation bitmaps: changed often, never re-read).
+  void pin(uint64_t block) { pinned_.insert(block); }
+  // The block was freed: its cached image goes (it may become file data).
+  void forget(uint64_t block);
+
+  size_t dirty_blocks() const { return dirty_.size(); }
+  // The running transaction's number: frees made now are safe to reuse once a checkpoint
+  // covers it.
+  uint64_t running() const { return running_; }
+
+  struct Snapshot {
+    uint64_t transaction = 0;
+    std::vector<std::pair<uint64_t, BlockImage>> blocks;
+  };
+  // Copies the running transaction's blocks and starts the next transaction.
+  Snapshot take_snapshot();
+  // Without the filesystem lock: flushes the volume, then commits the images to the journal.
+  Result<uint64_t> write_snapshot(const Snapshot& snapshot);
+  // Under the lock again: the images wait for the checkpoint (reads see them meanwhile).
+  void committed(const Snapshot& snapshot, uint64_t sequence);
+  // Without the filesystem lock: writes every committed image home, flushes, and releases
+  // the journal. Returns the last transaction it covers (frees made in it may be reused).
+  Result<uint64_t> checkpoint();
+  bool checkpoint_due() const;
+
+  MetaStats stats() const;
+
+ private:
+  struct Cached {
+    AlignedBuffer image;
+  };
+  Volume& volume_;
+  Journal& journal_;
+  size_t cache_limit_;
+  std::unordered_map<uint64_t, Cached> cache_;
+  std::unordered_set<uint64_t> pinned_;
+  std::map<uint64_t, bool> dirty_;  // blocks of the running transaction (sorted for I/O)
+  uint64_t running_ = 1;
+
+  // Committed images not yet home; shared with the checkpoint, which runs without the
+  // filesystem lock.
+  mutable std::mutex images_mutex_;
+  std::unordered_map<uint64_t, BlockImage> images_;
+  uint64_t last_sequence_ = 0;
+  uint64_t last_transaction_ = 0;
+  MetaStats stats_;
+  void evict();
+};
+
+}  // namespace stripefs::fs

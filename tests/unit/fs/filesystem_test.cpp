@@ -1,0 +1,249 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/xattr.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "fs/fs_test_util.hpp"
+
+namespace stripefs::test {
+namespace {
+
+using fs::kRootInode;
+
+fs::SetAttr sized(uint64_t size) {
+  fs::SetAttr change;
+  change.size = size;
+  return change;
+}
+
+std::vector<std::byte> pattern(size_t size, uint64_t seed) {
+  std::vector<std::byte> out(size);
+  std::mt19937_64 rng(seed);
+  for (auto& b : out) b = static_cast<std::byte>(rng());
+  return out;
+}
+
+TEST(Filesystem, WriteReadRoundTripAtOddOffsets) {
+  MemoryFs t;
+  const uint64_t ino = t.create(kRootInode, "f");
+  std::vector<std::byte> model;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 60; ++i) {
+    const uint64_t offset = rng() % (3 << 20);
+    const size_t size = 1 + rng() % 300000;
+    auto data = pattern(size, i);
+    ASSERT_EQ(t.write(ino, offset, data).value(), size);
+    if (model.size() < offset + size) model.resize(offset + size);
+    std::copy(data.begin(), data.end(), model.begin() + offset);
+    if (i % 7 == 0) {
+      ASSERT_TRUE(t.fs->fsync(ino, false).has_value());
+    }
+  }
+  EXPECT_EQ(t.read(ino, 0, model.size() + 100), model);
+  t.remount();
+  EXPECT_EQ(t.fs->getattr(ino)->size, model.size());
+  EXPECT_EQ(t.read(ino, 0, model.size()), model);
+  EXPECT_EQ(t.read(ino, 12345, 7),
+            std::vector<std::byte>(model.begin() + 12345, model.begin() + 12352));
+}
+
+TEST(Filesystem, DirectoryOperationsAndPersistence) {
+  MemoryFs t;
+  const uint64_t d = t.create(kRootInode, "dir", S_IFDIR | 0755);
+  std::set<std::string> names;
+  for (int i = 0; i < 3000; ++i) {
+    names.insert("file-" + std::to_string(i));
+    t.create(d, "file-" + std::to_string(i));
+  }
+  for (int i = 0; i < 3000; i += 3) {
+    ASSERT_TRUE(t.fs->unlink(d, "file-" + std::to_string(i)).has_value());
+    names.erase("file-" + std::to_string(i));
+  }
+  auto list = [&] {
+    std::multiset<std::string> seen;
+    uint64_t cookie = 0;
+    for (;;) {
+      int taken = 0;
+      auto r = t.fs->readdir(d, cookie, [&](std::string_view n, uint64_t, uint8_t, uint64_t next) {
+        if (taken == 100) return false;
+        ++taken;
+        seen.insert(std::string(n));
+        cookie = next;
+        return true;
+      });
+      EXPECT_TRUE(r.has_value());
+      if (taken < 100) break;
+    }
+    return seen;
+  };
+  auto check = [&] {
+    auto seen = list();
+    EXPECT_EQ(seen.count("."), 1u);
+    EXPECT_EQ(seen.count(".."), 1u);
+    seen.erase(".");
+    seen.erase("..");
+    EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()), names);
+    EXPECT_EQ(seen.size(), names.size());  // each exactly once
+    EXPECT_EQ(t.fs->lookup(d, "file-1")->ino != 0, true);
+    EXPECT_EQ(t.fs->lookup(d, "file-0").error().code, ENOENT);
+  };
+  check();
+  t.remount();
+  check();
+}
+
+TEST(Filesystem, ErrorsAreTheRightErrno) {
+  MemoryFs t;
+  const uint64_t d = t.create(kRootInode, "d", S_IFDIR | 0755);
+  const uint64_t f = t.create(kRootInode, "f");
+  t.create(d, "inner");
+  EXPECT_EQ(t.fs->mknod(kRootInode, "f", S_IFREG | 0644, 0, t.root).error().code, EEXIST);
+  EXPECT_EQ(t.fs->rmdir(kRootInode, "d").error().code, ENOTEMPTY);
+  EXPECT_EQ(t.fs->rmdir(kRootInode, "f").error().code, ENOTDIR);
+  EXPECT_EQ(t.fs->unlink(kRootInode, "d").error().code, EISDIR);
+  EXPECT_EQ(t.fs->lookup(kRootInode, std::string(256, 'x')).error().code, ENAMETOOLONG);
+  EXPECT_EQ(t.fs->mknod(kRootInode, std::string(256, 'x'), S_IFREG, 0, t.root).error().code,
+            ENAMETOOLONG);
+  EXPECT_EQ(t.fs->link(d, kRootInode, "dl").error().code, EPERM);
+  EXPECT_EQ(t.fs->rename(kRootInode, "d", d, "moved", 0).error().code, EINVAL);
+  EXPECT_EQ(t.fs->rename(kRootInode, "f", kRootInode, "d", 0).error().code, EISDIR);
+  EXPECT_EQ(t.fs->rename(kRootInode, "d", kRootInode, "f", 0).error().code, ENOTDIR);
+  EXPECT_EQ(
+      t.fs->rename(kRootInode, "f", kRootInode, "d", fs::Filesystem::kRenameNoReplace).error().code,
+      EEXIST);
+  EXPECT_EQ(t.fs->getxattr(f, "user.none").error().code, ENODATA);
+  EXPECT_EQ(t.fs->setxattr(f, "user.a", "1", XATTR_REPLACE).error().code, ENODATA);
+  ASSERT_TRUE(t.fs->setxattr(f, "user.a", "1", XATTR_CREATE).has_value());
+  EXPECT_EQ(t.fs->setxattr(f, "user.a", "1", XATTR_CREATE).error().code, EEXIST);
+  EXPECT_EQ(t.fs->setxattr(f, "user.big", std::string(5000, 'v'), 0).error().code, ENOSPC);
+  EXPECT_EQ(t.fs->setxattr(f, "bogus.a", "1", 0).error().code, EOPNOTSUPP);
+}
+
+TEST(Filesystem, RenameExchangeAndLinks) {
+  MemoryFs t;
+  const uint64_t a = t.create(kRootInode, "a");
+  const uint64_t b = t.create(kRootInode, "b", S_IFDIR | 0755);
+  ASSERT_TRUE(
+      t.fs->rename(kRootInode, "a", kRootInode, "b", fs::Filesystem::kRenameExchange).has_value());
+  EXPECT_EQ(t.fs->lookup(kRootInode, "a")->ino, b);
+  EXPECT_EQ(t.fs->lookup(kRootInode, "b")->ino, a);
+  ASSERT_TRUE(t.fs->link(a, b, "hard").has_value());
+  EXPECT_EQ(t.fs->getattr(a)->nlink, 2u);
+  ASSERT_TRUE(t.fs->unlink(kRootInode, "b").has_value());
+  EXPECT_EQ(t.fs->getattr(a)->nlink, 1u);
+  EXPECT_EQ(t.fs->lookup(b, "hard")->ino, a);
+  // A long symlink target lives in a block of its own.
+  const std::string target(3000, 't');
+  auto s = t.fs->symlink(kRootInode, "s", target, t.root);
+  ASSERT_TRUE(s.has_value());
+  t.remount();
+  EXPECT_EQ(t.fs->readlink(s->ino).value(), target);
+  EXPECT_EQ(t.fs->getattr(b)->nlink, 2u);
+}
+
+TEST(Filesystem, SparseFilesHolesAndFallocate) {
+  MemoryFs t;
+  const uint64_t f = t.create(kRootInode, "sparse");
+  auto data = pattern(8192, 1);
+  const uint64_t far = 5ull << 30;
+  ASSERT_TRUE(t.write(f, far, data).has_value());
+  ASSERT_TRUE(t.fs->fsync(f, false).has_value());
+  EXPECT_EQ(t.fs->getattr(f)->size, far + 8192);
+  EXPECT_LE(t.fs->getattr(f)->blocks512, 64u);
+  EXPECT_EQ(t.read(f, 4096, 4096), std::vector<std::byte>(4096));
+  EXPECT_EQ(t.fs->lseek(f, 0, SEEK_DATA).value(), far);
+  EXPECT_EQ(t.fs->lseek(f, far, SEEK_HOLE).value(), far + 8192);
+  EXPECT_EQ(t.fs->lseek(f, 0, SEEK_HOLE).value(), 0u);
+  // Punch the first page of the data: zeros there, the rest intact, fewer blocks.
+  const uint64_t before = t.fs->getattr(f)->blocks512;
+  ASSERT_TRUE(
+      t.fs->fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, far, 4096).has_value());
+  ASSERT_TRUE(t.fs->fsync(f, false).has_value());
+  EXPECT_LT(t.fs->getattr(f)->blocks512, before);
+  EXPECT_EQ(t.read(f, far, 4096), std::vector<std::byte>(4096));
+  EXPECT_EQ(t.read(f, far + 4096, 4096), std::vector<std::byte>(data.begin() + 4096, data.end()));
+  // Preallocation: blocks counted, reads as zeros, size grows unless KEEP_SIZE.
+  const uint64_t g = t.create(kRootInode, "prealloc");
+  ASSERT_TRUE(t.fs->fallocate(g, 0, 0, 1 << 20).has_value());
+  EXPECT_EQ(t.fs->getattr(g)->size, 1u << 20);
+  EXPECT_EQ(t.fs->getattr(g)->blocks512, (1u << 20) / 512);
+  EXPECT_EQ(t.read(g, 0, 4096), std::vector<std::byte>(4096));
+  auto some = pattern(100, 2);
+  ASSERT_TRUE(t.write(g, 10, some).has_value());
+  t.remount();
+  auto back = t.read(g, 0, 4096);
+  EXPECT_EQ(std::vector<std::byte>(back.begin() + 10, back.begin() + 110), some);
+  EXPECT_EQ(std::vector<std::byte>(back.begin(), back.begin() + 10), std::vector<std::byte>(10));
+  // Truncate down then up: the cut part reads as zeros.
+  ASSERT_TRUE(t.fs->setattr(g, sized(50)).has_value());
+  ASSERT_TRUE(t.fs->setattr(g, sized(4096)).has_value());
+  back = t.read(g, 0, 4096);
+  EXPECT_EQ(std::vector<std::byte>(back.begin() + 50, back.end()),
+            std::vector<std::byte>(4096 - 50));
+}
+
+TEST(Filesystem, NoSpaceLeavesAUsableFilesystem) {
+  MemoryFs t(16ull << 20);
+  const uint64_t f = t.create(kRootInode, "fill");
+  auto chunk = pattern(1 << 20, 3);
+  uint64_t written = 0;
+  for (;;) {
+    auto r = t.write(f, written, chunk);
+    if (!r) {
+      EXPECT_EQ(r.error().code, ENOSPC);
+      break;
+    }
+    written += *r;
+    ASSERT_LT(written, 64ull << 20);
+  }
+  ASSERT_TRUE(t.fs->fsync(f, false).has_value());
+  EXPECT_GT(written, 20ull << 20);
+  EXPECT_EQ(t.read(f, written - 100, 100), std::vector<std::byte>(chunk.end() - 100, chunk.end()));
+  t.fs->forget(f, 1);
+  ASSERT_TRUE(t.fs->unlink(kRootInode, "fill").has_value());
+  const uint64_t g = t.create(kRootInode, "again");
+  for (uint64_t at = 0; at < written; at += chunk.size()) {
+    ASSERT_TRUE(t.write(g, at, chunk).has_value()) << at;
+  }
+  ASSERT_TRUE(t.fs->fsync(g, false).has_value());
+  t.remount();
+  EXPECT_EQ(t.read(g, 0, 4096), std::vector<std::byte>(chunk.begin(), chunk.begin() + 4096));
+}
+
+TEST(Filesystem, CrashKeepsWhatFsyncPromised) {
+  MemoryFs t;
+  const uint64_t kept = t.create(kRootInode, "kept");
+  auto data = pattern(3 << 20, 4);
+  ASSERT_TRUE(t.write(kept, 0, data).has_value());
+  ASSERT_TRUE(t.fs->fsync(kept, false).has_value());
+  const uint64_t lost = t.create(kRootInode, "maybe");
+  ASSERT_TRUE(t.write(lost, 0, data).has_value());
+  t.crash_and_mount();
+  auto again = t.fs->lookup(kRootInode, "kept");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->ino, kept);
+  EXPECT_EQ(t.read(kept, 0, data.size()), data);
+}
+
+TEST(Filesystem, StreamingWritesTakeTheFullStripePath) {
+  MemoryFs t(128ull << 20);
+  const uint64_t f = t.create(kRootInode, "stream");
+  auto chunk = pattern(1 << 20, 5);
+  const VolumeStats before = t.volume->stats();
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(t.write(f, uint64_t(i) << 20, chunk).has_value());
+  ASSERT_TRUE(t.fs->fsync(f, false).has_value());
+  const VolumeStats after = t.volume->stats();
+  const uint64_t full = after.full_stripe_bytes - before.full_stripe_bytes;
+  const uint64_t partial = after.partial_stripe_bytes - before.partial_stripe_bytes;
+  // Data of 64 MiB, plus a little metadata from the commit.
+  EXPECT_GE(full, 63ull << 20);
+  EXPECT_LT(partial, 1ull << 20);
+  EXPECT_EQ(t.fs->stats().bytes_copied_in, 64ull << 20);
+}
+
+}  // namespace
+}  // namespace stripefs::test
