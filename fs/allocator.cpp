@@ -122,11 +122,13 @@ void BitmapAllocator::unreserve(uint64_t first, uint64_t count) {
 void BitmapAllocator::release(MetaStore& meta, uint64_t first, uint64_t count) {
   set_disk(meta, first, count, false);
   deferred_.push_back({meta.running(), first, count});
+  deferred_total_ += count;
 }
 
 void BitmapAllocator::checkpointed(uint64_t transaction) {
   while (!deferred_.empty() && deferred_.front().transaction <= transaction) {
     set_range(deferred_.front().first, deferred_.front().count, false);
+    deferred_total_ -= deferred_.front().count;
     deferred_.pop_front();
   }
 }

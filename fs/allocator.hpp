@@ -31,6 +31,8 @@ class BitmapAllocator {
   void checkpointed(uint64_t transaction);
 
   uint64_t free_count() const { return free_; }
+  // Freed, but reusable only after the next checkpoint (free space all the same for statfs).
+  uint64_t deferred_count() const { return deferred_total_; }
   uint64_t count() const { return count_; }
   bool busy(uint64_t item) const { return test(item); }
 
@@ -48,6 +50,7 @@ class BitmapAllocator {
     uint64_t transaction, first, count;
   };
   std::deque<Deferred> deferred_;
+  uint64_t deferred_total_ = 0;
 };
 
 }  // namespace stripefs::fs

@@ -401,9 +401,10 @@ FsStatfs Filesystem::statfs() {
   FsStatfs s;
   s.blocks = sb_.total_blocks - sb_.data_start;
   const uint64_t used = delalloc_reserved_ + metadata_reserve_;
-  s.blocks_free = blocks_->free_count() > used ? blocks_->free_count() - used : 0;
+  const uint64_t free = blocks_->free_count() + blocks_->deferred_count();
+  s.blocks_free = free > used ? free - used : 0;
   s.files = sb_.inode_count;
-  s.files_free = inodes_->free_count();
+  s.files_free = inodes_->free_count() + inodes_->deferred_count();
   return s;
 }
 

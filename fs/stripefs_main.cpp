@@ -1,0 +1,316 @@
+// stripefs: assembles an array and mounts its filesystem through FUSE.
+//
+//   stripefs [-f] [-d] [-s] [-o OPTIONS] DEVICE[:DEVICE...]|UUID=uuid [DEVICE...] MOUNTPOINT
+//
+// Works as `mount -t fuse.stripefs SOURCE MOUNTPOINT` and from /etc/fstab (mount.fuse3 calls
+// it with the source, the mountpoint and -o). Without -f it daemonizes, but only once the
+// filesystem is mounted: every error before that reaches the caller's terminal.
+#include <fcntl.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "array.hpp"
+#include "array_bitmap.hpp"
+#include "array_journal.hpp"
+#include "devices.hpp"
+#include "fs_log.hpp"
+#include "fuse_ops.hpp"
+#include "journal_log.hpp"
+#include "log.hpp"
+#include "units.hpp"
+
+namespace {
+
+using namespace stripefs;
+
+constexpr const char* kUsage =
+    "usage: stripefs [-f] [-d] [-s] [-o OPTIONS] SOURCE MOUNTPOINT\n"
+    "  SOURCE: member devices joined by ':' (or given as separate arguments), or UUID=<array "
+    "uuid>\n"
+    "options (-o, comma-separated; FUSE options such as allow_other, ro, default_permissions\n"
+    "are passed on):\n"
+    "  journal_device=PATH   the array's separate journal device (write-hole protection)\n"
+    "  writeback_delay=SEC   write back dirty data older than this (default 5)\n"
+    "  commit_interval=SEC   commit metadata at least this often (default 5)\n"
+    "  cache_size=SIZE       dirty file data held before writers wait (default 256M)\n"
+    "  write_hole=on|off     log partial-stripe writes (default on when the array has a journal)\n"
+    "  io_threads=N          FUSE worker threads (default 8)\n"
+    "  writeback_cache       let the kernel cache writes too\n"
+    "  direct_io             bypass the kernel page cache for file data\n"
+    "  force                 start a dirty degraded array, rebuild damaged bitmap/journal\n"
+    "  -f  stay in the foreground   -d  debug (implies -f)   -s  single-threaded\n";
+
+struct Config {
+  char* journal_device = nullptr;
+  double writeback_delay = 5.0;
+  double commit_interval = 5.0;
+  char* cache_size = nullptr;
+  char* write_hole = nullptr;
+  unsigned io_threads = 8;
+  int writeback_cache = 0;
+  int direct_io = 0;
+  int force = 0;
+  int read_only = 0;
+  int help = 0;
+  int version = 0;
+  int foreground = 0;
+  int debug = 0;
+  int single = 0;
+  std::vector<std::string> positional;
+};
+
+enum Key { kKeyHelp, kKeyVersion, kKeyForeground, kKeyDebug, kKeySingle, kKeyReadOnly };
+
+#define STRIPEFS_OPT(t, p, v) \
+  { t, offsetof(Config, p), v }
+const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0),
+                             STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
+                             STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
+                             STRIPEFS_OPT("cache_size=%s", cache_size, 0),
+                             STRIPEFS_OPT("write_hole=%s", write_hole, 0),
+                             STRIPEFS_OPT("io_threads=%u", io_threads, 0),
+                             STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
+                             STRIPEFS_OPT("direct_io", direct_io, 1),
+                             STRIPEFS_OPT("force", force, 1),
+                             FUSE_OPT_KEY("-h", kKeyHelp),
+                             FUSE_OPT_KEY("--help", kKeyHelp),
+                             FUSE_OPT_KEY("-V", kKeyVersion),
+                             FUSE_OPT_KEY("--version", kKeyVersion),
+                             FUSE_OPT_KEY("-f", kKeyForeground),
+                             FUSE_OPT_KEY("-d", kKeyDebug),
+                             FUSE_OPT_KEY("debug", kKeyDebug),
+                             FUSE_OPT_KEY("-s", kKeySingle),
+                             FUSE_OPT_KEY("ro", kKeyReadOnly),
+                             FUSE_OPT_END};
+
+int option_proc(void* data, const char* arg, int key, fuse_args*) {
+  auto* c = static_cast<Config*>(data);
+  switch (key) {
+    case FUSE_OPT_KEY_NONOPT:
+      c->positional.emplace_back(arg);
+      return 0;
+    case kKeyHelp:
+      c->help = 1;
+      return 0;
+    case kKeyVersion:
+      c->version = 1;
+      return 0;
+    case kKeyForeground:
+      c->foreground = 1;
+      return 0;
+    case kKeyDebug:
+      c->debug = c->foreground = 1;
+      return 1;  // FUSE's debug output too
+    case kKeySingle:
+      c->single = 1;
+      return 0;
+    case kKeyReadOnly:
+      c->read_only = 1;
+      return 1;  // the kernel must know too
+    default:
+      return 1;
+  }
+}
+
+int fail_line(const std::string& message) {
+  std::fprintf(stderr, "stripefs: %s\n", message.c_str());
+  return 1;
+}
+
+// Writes the outcome to the waiting parent (daemon mode), once.
+struct Launch {
+  int fd = -1;
+  void report(const std::string& error) {
+    if (fd < 0) return;
+    const std::string line = error.empty() ? "ok\n" : error + "\n";
+    (void)!::write(fd, line.data(), line.size());
+    close(fd);
+    fd = -1;
+  }
+};
+
+int run(Config& config, fuse_args& args, Launch& launch) {
+  const std::string mountpoint = config.positional.back();
+  config.positional.pop_back();
+  std::vector<std::string> paths;
+  if (config.positional.size() == 1 && config.positional[0].starts_with("UUID=")) {
+    auto found = fs::find_array_members(config.positional[0].substr(5));
+    if (!found) return launch.report(found.error().message), fail_line(found.error().message);
+    paths = *found;
+  } else {
+    paths = fs::split_device_list(config.positional);
+  }
+  fs::FsOptions fs_options;
+  fs_options.read_only = config.read_only != 0;
+  fs_options.writeback_delay_s = config.writeback_delay;
+  fs_options.commit_interval_s = config.commit_interval;
+  std::string error;
+  if (config.writeback_delay <= 0 || config.commit_interval <= 0) {
+    error = "writeback_delay and commit_interval must be positive";
+  } else if (config.io_threads == 0 || config.io_threads > 256) {
+    error = "io_threads must be between 1 and 256";
+  } else if (config.cache_size != nullptr) {
+    auto size = parse_size(config.cache_size);
+    if (!size || *size < (16u << 20)) {
+      error = fmt::format("cache_size={}: not a size of at least 16M", config.cache_size);
+    } else {
+      fs_options.cache_bytes = *size;
+    }
+  }
+  bool write_hole = true;
+  if (error.empty() && config.write_hole != nullptr) {
+    const std::string v = config.write_hole;
+    if (v == "on") {
+      write_hole = true;
+    } else if (v == "off") {
+      write_hole = false;
+    } else {
+      error = fmt::format("write_hole={}: must be on or off", v);
+    }
+  }
+  if (!error.empty()) return launch.report(error), fail_line(error);
+  const std::string journal = config.journal_device != nullptr ? config.journal_device : "";
+  if (write_hole && config.write_hole != nullptr && journal.empty()) {
+    error = "write_hole=on needs journal_device=PATH (the array's journal device)";
+    return launch.report(error), fail_line(error);
+  }
+
+  auto devices = fs::open_devices(paths, write_hole ? journal : "");
+  if (!devices) return launch.report(devices.error().message), fail_line(devices.error().message);
+  OpenOptions open_options;
+  open_options.force = config.force != 0;
+  use_bitmap(open_options);
+  if ((*devices)->journal) use_stripe_journal(open_options, *(*devices)->journal);
+  auto members = (*devices)->member_pointers();
+  auto array = Array::open(members, open_options);
+  if (!array) return launch.report(array.error().message), fail_line(array.error().message);
+  for (const std::string& note : (*array)->notes()) fs_log().warn("{}", note);
+  auto filesystem = fs::Filesystem::mount((*array)->volume(), fs_options);
+  if (!filesystem) {
+    return launch.report(filesystem.error().message), fail_line(filesystem.error().message);
+  }
+
+  fs::FuseContext context;
+  context.fs = filesystem->get();
+  context.writeback_cache = config.writeback_cache != 0;
+  context.direct_io = config.direct_io != 0;
+  // The kernel checks permissions from the mode bits, as on any local filesystem.
+  fuse_opt_add_arg(&args, "-odefault_permissions");
+  fuse_opt_add_arg(&args, fmt::format("-ofsname={}", paths.front()).c_str());
+  fuse_opt_add_arg(&args, "-osubtype=stripefs");
+  const fuse_lowlevel_ops ops = fs::fuse_operations();
+  fuse_session* session = fuse_session_new(&args, &ops, sizeof(ops), &context);
+  if (session == nullptr) {
+    error = "bad FUSE options (see stripefs --help)";
+    (void)(*filesystem)->unmount();
+    return launch.report(error), fail_line(error);
+  }
+  int status = 1;
+  if (fuse_set_signal_handlers(session) == 0) {
+    if (fuse_session_mount(session, mountpoint.c_str()) == 0) {
+      fs_log().info("mounted {} on {}", paths.front(), mountpoint);
+      launch.report("");
+      if (!config.foreground) {
+        // Detached from the terminal from now on; logs go to syslog.
+        const int null = ::open("/dev/null", O_RDWR);
+        if (null >= 0) {
+          dup2(null, 0);
+          dup2(null, 1);
+          dup2(null, 2);
+          if (null > 2) close(null);
+        }
+      }
+      if (config.single) {
+        status = fuse_session_loop(session);
+      } else {
+        fuse_loop_config* loop = fuse_loop_cfg_create();
+        fuse_loop_cfg_set_max_threads(loop, config.io_threads);
+        fuse_loop_cfg_set_idle_threads(loop, config.io_threads);
+        status = fuse_session_loop_mt(session, loop);
+        fuse_loop_cfg_destroy(loop);
+      }
+      fuse_session_unmount(session);
+    } else {
+      error = fmt::format("cannot mount on {}", mountpoint);
+    }
+    fuse_remove_signal_handlers(session);
+  }
+  fuse_session_destroy(session);
+  // Everything reaches the members, and the array is recorded clean.
+  if (auto r = (*filesystem)->unmount(); !r) {
+    fs_log().error("unmount: {}", r.error().message);
+    status = 1;
+  }
+  filesystem->reset();
+  if (auto r = (*array)->close(); !r) {
+    fs_log().error("closing the array: {}", r.error().message);
+    status = 1;
+  }
+  if (!error.empty()) return launch.report(error), fail_line(error);
+  return status == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fuse_args args = FUSE_ARGS_INIT(argc, argv);
+  Config config;
+  if (fuse_opt_parse(&args, &config, kOptions, option_proc) != 0) {
+    std::fprintf(stderr, "stripefs: bad options (see stripefs --help)\n");
+    return 2;
+  }
+  if (config.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (config.version) {
+    std::printf("stripefs %s (libfuse %s)\n", STRIPEFS_VERSION, fuse_pkgversion());
+    return 0;
+  }
+  if (config.positional.size() < 2) {
+    std::fprintf(stderr, "stripefs: need a SOURCE and a MOUNTPOINT (see stripefs --help)\n");
+    return 2;
+  }
+  spdlog::set_level(config.debug ? spdlog::level::debug : spdlog::level::info);
+  Launch launch;
+  if (!config.foreground) {
+    // Daemonize before any thread starts; the parent waits for the mount's outcome.
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) return fail_line("pipe failed");
+    const pid_t child = fork();
+    if (child < 0) return fail_line("fork failed");
+    if (child > 0) {
+      close(pipe_fds[1]);
+      char line[4096];
+      const ssize_t n = ::read(pipe_fds[0], line, sizeof(line) - 1);
+      if (n > 0 && std::strncmp(line, "ok\n", 3) == 0) return 0;
+      if (n <= 0) {
+        int child_status = 0;
+        waitpid(child, &child_status, 0);
+        return 1;  // the child printed its error already
+      }
+      return 1;
+    }
+    close(pipe_fds[0]);
+    launch.fd = pipe_fds[1];
+    setsid();
+    fs_log();  // register the loggers, so the syslog sink reaches all three
+    raid_log();
+    journal_log();
+    auto syslog =
+        std::make_shared<spdlog::sinks::syslog_sink_mt>("stripefs", LOG_PID, LOG_DAEMON, false);
+    for (const char* name : {"fs", "raid", "journal"}) {
+      if (auto logger = spdlog::get(name)) logger->sinks().push_back(syslog);
+    }
+  }
+  const int status = run(config, args, launch);
+  fuse_opt_free_args(&args);
+  return status;
+}

@@ -1,0 +1,279 @@
+// Access control for an unprivileged user. The checks run in a forked child that drops to
+// uid and gid 65534 (nobody); the mount uses default_permissions (the kernel enforces the
+// mode bits) and allow_other (users other than the mounter may enter at all).
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+
+#include "mounted_fixture.hpp"
+
+namespace stripefs::test {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+constexpr gid_t kNogroup = 65534;
+
+// Failures found in the child, sent to the parent as text. No gtest in the child: its
+// assertions would report into a copy of the parent's state that nobody reads.
+class ChildChecks {
+ public:
+  void expect_errno(long result, int err, int expected, const char* what) {
+    if (result == -1 && err == expected) return;
+    failures_ += std::string(what) + ": " +
+                 (result == -1 ? "failed with " + errno_name(err) : "succeeded") + ", expected " +
+                 errno_name(expected) + "\n";
+  }
+  void expect_ok(long result, int err, const char* what) {
+    if (result != -1) return;
+    failures_ += std::string(what) + ": failed with " + errno_name(err) + "\n";
+  }
+  void expect(bool condition, const std::string& what) {
+    if (!condition) failures_ += what + "\n";
+  }
+  const std::string& failures() const { return failures_; }
+
+ private:
+  std::string failures_;
+};
+
+#define CHILD_ERRNO(checks, expected, expr)                 \
+  do {                                                      \
+    errno = 0;                                              \
+    const long result_ = static_cast<long>(expr);           \
+    (checks).expect_errno(result_, errno, expected, #expr); \
+  } while (0)
+#define CHILD_OK(checks, expr)                    \
+  do {                                            \
+    errno = 0;                                    \
+    const long result_ = static_cast<long>(expr); \
+    (checks).expect_ok(result_, errno, #expr);    \
+  } while (0)
+
+class Permissions : public MountedTest {
+ protected:
+  std::string mount_options() const override { return "default_permissions,allow_other"; }
+
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "dropping to another user needs root";
+    MountedTest::SetUp();
+  }
+
+  // Runs body as nobody:nogroup without supplementary groups; fails the test with whatever
+  // the child reports.
+  void as_nobody(const std::function<void(ChildChecks&)>& body) {
+    int pipe_fds[2];
+    ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0) << "fork: " << errno_name(errno);
+    if (pid == 0) {
+      ::close(pipe_fds[0]);
+      ChildChecks checks;
+      if (setgroups(0, nullptr) != 0 || setgid(kNogroup) != 0 || setuid(kNobody) != 0) {
+        checks.expect(false, "dropping privileges: " + errno_name(errno));
+      } else {
+        struct stat st {};
+        if (stat(path().c_str(), &st) != 0) {
+          checks.expect(false, "nobody cannot reach " + path() + ": " + errno_name(errno) +
+                                   " (is every parent directory searchable by others?)");
+        } else {
+          body(checks);
+        }
+      }
+      const std::string& report = checks.failures();
+      size_t sent = 0;
+      while (sent < report.size()) {
+        const ssize_t n = write(pipe_fds[1], report.data() + sent, report.size() - sent);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+      _exit(0);
+    }
+    ::close(pipe_fds[1]);
+    std::string report;
+    char buffer[4096];
+    for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      report.append(buffer, static_cast<size_t>(n));
+    }
+    ::close(pipe_fds[0]);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child wait status " << status;
+    EXPECT_EQ(report, "") << "as uid " << kNobody << ":\n" << report;
+  }
+
+  void make_file(const std::string& rel, mode_t mode, const std::string& content = "secret") {
+    ASSERT_TRUE(write_file(path(rel), to_bytes(content)));
+    ASSERT_SYS(chmod(path(rel).c_str(), mode));
+  }
+  void make_dir(const std::string& rel, mode_t mode) {
+    ASSERT_SYS(mkdir(path(rel).c_str(), 0700));
+    ASSERT_SYS(chmod(path(rel).c_str(), mode));
+  }
+};
+
+TEST_F(Permissions, OwnerOnlyFileRefusesEveryoneElse) {
+  ASSERT_NO_FATAL_FAILURE(make_file("private", 0600));
+  const std::string file = path("private");
+  as_nobody([&](ChildChecks& c) {
+    CHILD_ERRNO(c, EACCES, open(file.c_str(), O_RDONLY));
+    CHILD_ERRNO(c, EACCES, open(file.c_str(), O_WRONLY));
+    CHILD_ERRNO(c, EACCES, open(file.c_str(), O_RDWR | O_TRUNC));
+    CHILD_ERRNO(c, EACCES, truncate(file.c_str(), 0));
+    CHILD_ERRNO(c, EPERM, chmod(file.c_str(), 0666));
+    CHILD_ERRNO(c, EPERM, chown(file.c_str(), kNobody, kNogroup));
+    const timespec times[2] = {{1, 0}, {1, 0}};
+    CHILD_ERRNO(c, EPERM, utimensat(AT_FDCWD, file.c_str(), times, 0));
+    CHILD_ERRNO(c, EACCES, utimensat(AT_FDCWD, file.c_str(), nullptr, 0));
+    struct stat st {};
+    CHILD_OK(c, stat(file.c_str(), &st));  // the directory is searchable
+    c.expect(st.st_mode == (S_IFREG | 0600), "stat shows the mode to others too");
+  });
+  EXPECT_TRUE(same_bytes(read_file(file), to_bytes("secret"))) << "nothing changed";
+  EXPECT_EQ(stat_of(file).st_mode, S_IFREG | 0600);
+}
+
+TEST_F(Permissions, ModeBitsGrantExactlyWhatTheySay) {
+  ASSERT_NO_FATAL_FAILURE(make_file("readable", 0644, "public"));
+  ASSERT_NO_FATAL_FAILURE(make_file("writable", 0666, "shared"));
+  ASSERT_NO_FATAL_FAILURE(make_file("group", 0640, "group"));
+  ASSERT_SYS(chown(path("group").c_str(), 0, kNogroup));
+  // Only one class applies: nobody is in the group, so "other" read does not help.
+  ASSERT_NO_FATAL_FAILURE(make_file("not-for-group", 0604));
+  ASSERT_SYS(chown(path("not-for-group").c_str(), 0, kNogroup));
+
+  const std::string readable = path("readable");
+  const std::string writable = path("writable");
+  const std::string group = path("group");
+  const std::string not_for_group = path("not-for-group");
+  as_nobody([&](ChildChecks& c) {
+    const int fd = open(readable.c_str(), O_RDONLY);
+    c.expect_ok(fd, errno, "open readable for reading");
+    if (fd >= 0) {
+      char buffer[16] = {};
+      c.expect(read(fd, buffer, sizeof(buffer)) == 6 && std::string(buffer) == "public",
+               "read what a 0644 file holds");
+      ::close(fd);
+    }
+    CHILD_ERRNO(c, EACCES, open(readable.c_str(), O_WRONLY));
+
+    const int wfd = open(writable.c_str(), O_WRONLY | O_APPEND);
+    c.expect_ok(wfd, errno, "open writable for writing");
+    if (wfd >= 0) {
+      c.expect(write(wfd, "+", 1) == 1, "append to a 0666 file");
+      ::close(wfd);
+    }
+    // Write permission is enough to set both times to now, but not to any other time.
+    CHILD_OK(c, utimensat(AT_FDCWD, writable.c_str(), nullptr, 0));
+    const timespec times[2] = {{1, 0}, {1, 0}};
+    CHILD_ERRNO(c, EPERM, utimensat(AT_FDCWD, writable.c_str(), times, 0));
+
+    const int gfd = open(group.c_str(), O_RDONLY);
+    c.expect_ok(gfd, errno, "open a 0640 file of our group for reading");
+    if (gfd >= 0) ::close(gfd);
+    CHILD_ERRNO(c, EACCES, open(group.c_str(), O_WRONLY));
+    CHILD_ERRNO(c, EACCES, open(not_for_group.c_str(), O_RDONLY));
+  });
+  EXPECT_TRUE(same_bytes(read_file(writable), to_bytes("shared+")));
+}
+
+TEST_F(Permissions, DirectoriesNeedWriteToChangeAndSearchToEnter) {
+  ASSERT_NO_FATAL_FAILURE(make_dir("closed", 0755));
+  ASSERT_NO_FATAL_FAILURE(make_file("closed/file", 0666));
+  ASSERT_NO_FATAL_FAILURE(make_dir("open", 0777));
+  ASSERT_NO_FATAL_FAILURE(make_dir("private", 0700));
+  ASSERT_NO_FATAL_FAILURE(make_file("private/file", 0666));
+  ASSERT_NO_FATAL_FAILURE(make_dir("search-only", 0711));
+  ASSERT_NO_FATAL_FAILURE(make_file("search-only/known", 0644, "known"));
+
+  const std::string root = path();
+  as_nobody([&](ChildChecks& c) {
+    const std::string closed = root + "/closed";
+    CHILD_ERRNO(c, EACCES, open((closed + "/new").c_str(), O_WRONLY | O_CREAT, 0644));
+    CHILD_ERRNO(c, EACCES, mkdir((closed + "/sub").c_str(), 0755));
+    CHILD_ERRNO(c, EACCES, unlink((closed + "/file").c_str()));
+    CHILD_ERRNO(c, EACCES, rename((closed + "/file").c_str(), (closed + "/moved").c_str()));
+    CHILD_ERRNO(c, EACCES, symlink("x", (closed + "/link").c_str()));
+    // The file's own mode still lets us write it.
+    const int fd = open((closed + "/file").c_str(), O_WRONLY);
+    c.expect_ok(fd, errno, "open a 0666 file in a 0755 directory");
+    if (fd >= 0) ::close(fd);
+
+    const std::string open_dir = root + "/open";
+    const int created = open((open_dir + "/mine").c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    c.expect_ok(created, errno, "create in a 0777 directory");
+    if (created >= 0) {
+      c.expect(write(created, "mine", 4) == 4, "write our new file");
+      struct stat st {};
+      c.expect(fstat(created, &st) == 0 && st.st_uid == kNobody && st.st_gid == kNogroup,
+               "a new file belongs to its creator");
+      ::close(created);
+    }
+    CHILD_OK(c, mkdir((open_dir + "/subdir").c_str(), 0755));
+    CHILD_OK(c, rename((open_dir + "/mine").c_str(), (open_dir + "/renamed").c_str()));
+
+    struct stat st {};
+    CHILD_ERRNO(c, EACCES, stat((root + "/private/file").c_str(), &st));
+    CHILD_ERRNO(c, EACCES, open((root + "/private").c_str(), O_RDONLY | O_DIRECTORY));
+    CHILD_OK(c, stat((root + "/search-only/known").c_str(), &st));
+    CHILD_ERRNO(c, EACCES, open((root + "/search-only").c_str(), O_RDONLY | O_DIRECTORY));
+  });
+  EXPECT_TRUE(same_bytes(read_file(path("open/renamed")), to_bytes("mine")));
+  EXPECT_EQ(stat_of(path("open/subdir")).st_uid, kNobody);
+  EXPECT_EQ(list_dir(path("closed")).size(), 3u) << "., .. and file: nothing added";
+}
+
+// In a sticky directory only a file's owner (or the directory's, or root) may remove or
+// rename it; Linux reports EPERM.
+TEST_F(Permissions, StickyDirectoryProtectsOthersFiles) {
+  ASSERT_NO_FATAL_FAILURE(make_dir("tmp", 01777));
+  ASSERT_NO_FATAL_FAILURE(make_file("tmp/roots", 0666, "root's"));
+  const std::string dir = path("tmp");
+  as_nobody([&](ChildChecks& c) {
+    const std::string roots = dir + "/roots";
+    const int fd = open(roots.c_str(), O_WRONLY | O_APPEND);
+    c.expect_ok(fd, errno, "write a 0666 file in a sticky directory");
+    if (fd >= 0) ::close(fd);
+    CHILD_ERRNO(c, EPERM, unlink(roots.c_str()));
+    CHILD_ERRNO(c, EPERM, rename(roots.c_str(), (dir + "/taken").c_str()));
+
+    const std::string mine = dir + "/mine";
+    const int created = open(mine.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    c.expect_ok(created, errno, "create in a sticky directory");
+    if (created >= 0) ::close(created);
+    CHILD_ERRNO(c, EPERM, rename(mine.c_str(), roots.c_str()));  // would replace root's
+    CHILD_OK(c, rename(mine.c_str(), (dir + "/mine2").c_str()));
+    CHILD_OK(c, unlink((dir + "/mine2").c_str()));
+  });
+  EXPECT_TRUE(same_bytes(read_file(path("tmp/roots")), to_bytes("root's")));
+  EXPECT_EQ(list_dir(path("tmp")).size(), 3u);
+}
+
+TEST_F(Permissions, OwnersMayChmodButNotGiveAway) {
+  ASSERT_NO_FATAL_FAILURE(make_dir("open", 0777));
+  const std::string file = path("open/mine");
+  as_nobody([&](ChildChecks& c) {
+    const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    c.expect_ok(fd, errno, "create");
+    if (fd >= 0) ::close(fd);
+    CHILD_OK(c, chmod(file.c_str(), 0600));
+    CHILD_ERRNO(c, EPERM, chown(file.c_str(), 0, static_cast<gid_t>(-1)));
+    CHILD_ERRNO(c, EPERM, chown(file.c_str(), static_cast<uid_t>(-1), 0));  // not our group
+    CHILD_OK(c, chown(file.c_str(), kNobody, kNogroup));                    // no change is allowed
+    // Setting set-group-ID on a file of a group we are not in is silently dropped; here we
+    // are in the group, so it sticks.
+    CHILD_OK(c, chmod(file.c_str(), 02700));
+  });
+  const struct stat st = stat_of(file);
+  EXPECT_EQ(st.st_uid, kNobody);
+  EXPECT_EQ(st.st_mode, S_IFREG | 02700);
+}
+
+}  // namespace
+}  // namespace stripefs::test
