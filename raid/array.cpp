@@ -472,6 +472,7 @@ Result<void> Array::close() {
   // Clean means consistent: an unfinished resync must complete first.
   const ResyncProgress resync = wait_resync();
   auto flushed = volume_->flush();
+  if (flushed && stripe_log_) flushed = stripe_log_->checkpoint();
   std::lock_guard lock(mutex_);
   closed_ = true;
   if (!flushed) return fail(flushed.error());

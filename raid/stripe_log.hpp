@@ -47,6 +47,9 @@ class StripeLog {
   // True when the log was rebuilt empty (forced over a damaged one): what it held is gone,
   // so after an unclean shutdown every stripe must be resynced.
   virtual bool lost_records() const { return false; }
+  // Releases every record whose in-place write completed (made durable first), so a clean
+  // shutdown leaves nothing to replay. Blocking.
+  virtual Result<void> checkpoint() { return {}; }
 };
 
 }  // namespace stripefs

@@ -1,10 +1,33 @@
 #!/usr/bin/env bash
-# The README's first command: install, build, and run the demo on file members.
+# The README's first command: install, build, then create a RAID5 stripefs on four file
+# members under the state directory (once) and mount it.
+#   STRIPEFS_STATE   where the member files live (default /var/lib/stripefs/demo)
+#   STRIPEFS_MOUNT   where it is mounted (default $STRIPEFS_STATE/mnt)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 state=${STRIPEFS_STATE:-/var/lib/stripefs/demo}
+mnt=${STRIPEFS_MOUNT:-$state/mnt}
+member_size=${STRIPEFS_MEMBER_SIZE:-1G}
 
 bash "$top/tests/install-deps.sh"
 bash "$top/tests/build.sh" release
 echo
-"$top/build/tests/bench/stripefs-bench" demo --dir "$state"
+mkdir -p "$state" "$mnt"
+if mountpoint -q "$mnt"; then
+  echo "setup.sh: $mnt is already mounted"
+  exit 0
+fi
+members=("$state/member-0" "$state/member-1" "$state/member-2" "$state/member-3")
+journal="$state/journal"
+if [ ! -e "${members[0]}" ]; then
+  # Sparse files: they take space only as the filesystem fills them.
+  for m in "${members[@]}"; do truncate -s "$member_size" "$m"; done
+  truncate -s 64M "$journal"
+  "$top/build/fs/mkfs.stripefs" -l 5 -n 4 -c 64K -L demo --journal-device "$journal" "${members[@]}"
+fi
+source=$(IFS=:; echo "${members[*]}")
+"$top/build/fs/stripefs" -o "journal_device=$journal,allow_other" "$source" "$mnt"
+echo
+echo "stripefs: RAID5 of 4 member files in $state, mounted on $mnt"
+echo "  try:     cp -r /usr/share/doc $mnt/ && df -h $mnt"
+echo "  unmount: umount $mnt   (mount again: bash tests/setup.sh)"
