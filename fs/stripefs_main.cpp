@@ -19,11 +19,13 @@
 #include "array.hpp"
 #include "array_bitmap.hpp"
 #include "array_journal.hpp"
+#include "control.hpp"
 #include "devices.hpp"
 #include "fs_log.hpp"
 #include "fuse_ops.hpp"
 #include "journal_log.hpp"
 #include "log.hpp"
+#include "status.hpp"
 #include "units.hpp"
 
 namespace {
@@ -197,6 +199,24 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     return launch.report(filesystem.error().message), fail_line(filesystem.error().message);
   }
 
+  char resolved[PATH_MAX];
+  const std::string absolute_mountpoint =
+      realpath(mountpoint.c_str(), resolved) != nullptr ? resolved : mountpoint;
+  Array& array_ref = **array;
+  fs::Filesystem& fs_ref = **filesystem;
+  auto control = fs::ControlServer::start(
+      fs::control_socket_path(fs_ref.superblock().uuid),
+      [&](const nlohmann::json& request) -> nlohmann::json {
+        const std::string command = request["command"];
+        if (command == "status") return fs::status_json(array_ref, fs_ref, absolute_mountpoint);
+        if (command == "stats") return fs::stats_json(array_ref, fs_ref);
+        return {{"error", "unknown command '" + command + "' (status, stats)"}};
+      });
+  if (!control) {
+    (void)fs_ref.unmount();
+    return launch.report(control.error().message), fail_line(control.error().message);
+  }
+
   fs::FuseContext context;
   context.fs = filesystem->get();
   context.writeback_cache = config.writeback_cache != 0;
@@ -243,6 +263,7 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     fuse_remove_signal_handlers(session);
   }
   fuse_session_destroy(session);
+  control->reset();
   // Everything reaches the members, and the array is recorded clean.
   if (auto r = (*filesystem)->unmount(); !r) {
     fs_log().error("unmount: {}", r.error().message);

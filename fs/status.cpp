@@ -1,0 +1,82 @@
+#include "status.hpp"
+
+#include "control.hpp"
+
+namespace stripefs::fs {
+
+std::string control_socket_path(const Uuid& fs_uuid) {
+  return std::string(kControlDirectory) + "/" + format_uuid(fs_uuid) + ".sock";
+}
+
+nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& mountpoint) {
+  const Superblock sb = array.superblock();
+  Volume& volume = array.volume();
+  nlohmann::json members = nlohmann::json::array();
+  for (unsigned i = 0; i < volume.geometry().members(); ++i) {
+    Member* m = volume.member(i);
+    members.push_back({{"role", i},
+                       {"device", m != nullptr ? m->name() : ""},
+                       {"state", m == nullptr       ? "missing"
+                                 : volume.active(i) ? "active"
+                                                    : "faulty"}});
+  }
+  const ResyncProgress resync = array.resync_progress();
+  const FsStatfs usage = fs.statfs();
+  const FsSuperblock& fsb = fs.superblock();
+  return {{"mountpoint", mountpoint},
+          {"array",
+           {{"uuid", format_uuid(sb.array_uuid)},
+            {"level", std::string(to_string(sb.level))},
+            {"chunk_size", sb.chunk_size},
+            {"size", volume.size()},
+            {"degraded", volume.missing_members() > 0},
+            {"failed", volume.failed()},
+            {"members", members},
+            {"resync",
+             {{"finished", resync.finished},
+              {"done", resync.done},
+              {"total", resync.total},
+              {"repaired", resync.repaired}}}}},
+          {"filesystem",
+           {{"uuid", format_uuid(fsb.uuid)},
+            {"label", fsb.label},
+            {"block_size", kBlockSize},
+            {"blocks", usage.blocks},
+            {"blocks_free", usage.blocks_free},
+            {"inodes", usage.files},
+            {"inodes_free", usage.files_free}}}};
+}
+
+nlohmann::json stats_json(Array& array, Filesystem& fs) {
+  const VolumeStats v = array.volume().stats();
+  const FsStats f = fs.stats();
+  const MetaStats m = fs.meta_stats();
+  return {{"volume",
+           {{"full_stripe_writes", v.full_stripe_writes},
+            {"full_stripe_bytes", v.full_stripe_bytes},
+            {"partial_stripe_writes", v.partial_stripe_writes},
+            {"partial_stripe_bytes", v.partial_stripe_bytes},
+            {"rmw_writes", v.rmw_writes},
+            {"rcw_writes", v.rcw_writes},
+            {"degraded_writes", v.degraded_writes},
+            {"prereads", v.prereads},
+            {"preread_bytes", v.preread_bytes},
+            {"degraded_reads", v.degraded_reads},
+            {"member_write_ios", v.member_write_ios},
+            {"member_read_ios", v.member_read_ios}}},
+          {"filesystem",
+           {{"bytes_written", f.bytes_written},
+            {"bytes_copied_in", f.bytes_copied_in},
+            {"edge_fill_bytes", f.edge_fill_bytes},
+            {"writeback_bytes", f.writeback_bytes},
+            {"writebacks", f.writebacks},
+            {"full_stripe_writebacks", f.full_stripe_writebacks}}},
+          {"metadata",
+           {{"commits", m.commits},
+            {"committed_blocks", m.committed_blocks},
+            {"checkpoints", m.checkpoints},
+            {"checkpointed_blocks", m.checkpointed_blocks},
+            {"block_reads", m.block_reads}}}};
+}
+
+}  // namespace stripefs::fs
