@@ -23,6 +23,7 @@ void Fd::reset() {
 
 void MountedTest::SetUp() {
   fs_.set_mount_options(mount_options());
+  if (member_size() != 0) fs_.set_member_size(member_size());
   const Status mounted = fs_.mount();
   log_shown_ = !mounted;  // the message carries the log
   ASSERT_TRUE(mounted) << mounted.error();

@@ -59,6 +59,8 @@ class MountedTest : public ::testing::Test {
  protected:
   // The daemon's -o value for this fixture.
   virtual std::string mount_options() const { return {}; }
+  // Each member file's size for this fixture (0: MountedFs's default).
+  virtual uint64_t member_size() const { return 0; }
   void SetUp() override;
   void TearDown() override;
 

@@ -1,0 +1,50 @@
+#include "array_check.hpp"
+
+#include <cstdio>
+
+#include "array.hpp"
+#include "array_bitmap.hpp"
+#include "devices.hpp"
+
+namespace stripefs::test {
+
+std::expected<uint64_t, std::string> inconsistent_stripes(
+    const std::vector<std::filesystem::path>& members) {
+  std::vector<std::string> paths;
+  for (const auto& m : members) paths.push_back(m.string());
+  auto devices = fs::open_devices(paths, "");
+  if (!devices) return std::unexpected(devices.error().message);
+  OpenOptions options;
+  use_bitmap(options);
+  auto pointers = (*devices)->member_pointers();
+  auto array = Array::open(pointers, options);
+  if (!array) return std::unexpected(array.error().message);
+  (*array)->wait_resync();
+  Volume& volume = (*array)->volume();
+  auto bad = volume.count_inconsistent_stripes(0, volume.geometry().stripes());
+  if (auto closed = (*array)->close(); !closed) return std::unexpected(closed.error().message);
+  if (!bad) return std::unexpected(bad.error().message);
+  return *bad;
+}
+
+std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,
+                                                        const std::string& command) {
+  std::string ctl = STRIPEFSCTL_PATH;
+  if (const char* env = std::getenv("STRIPEFSCTL_PATH")) ctl = env;
+  const std::string line = ctl + " --json " + command + " '" + mountpoint + "' 2>&1";
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) return std::unexpected("cannot run " + ctl);
+  std::string out;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  if (status != 0) return std::unexpected(line + ": " + out);
+  try {
+    return nlohmann::json::parse(out);
+  } catch (const nlohmann::json::exception& e) {
+    return std::unexpected(line + ": not JSON: " + out);
+  }
+}
+
+}  // namespace stripefs::test

@@ -1,0 +1,22 @@
+// Looking at the array under an unmounted filesystem, and at a mounted daemon's statistics.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mounted_fs.hpp"
+
+namespace stripefs::test {
+
+// Opens the array on `members` (bitmap in use) and counts stripes whose parity does not
+// match their data, over the whole array. Fails when the array cannot be opened.
+std::expected<uint64_t, std::string> inconsistent_stripes(
+    const std::vector<std::filesystem::path>& members);
+
+// The daemon's `stripefsctl --json stats` (or status) for the filesystem mounted at `mountpoint`.
+std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,
+                                                        const std::string& command);
+
+}  // namespace stripefs::test
