@@ -206,7 +206,7 @@ void Filesystem::post(std::function<void()> task) {
   work_cv_.notify_one();
 }
 
-// Runs completions as they come, and once a second: writeback of data dirty for longer
+// Runs completions as they come, and at least every 200 ms: writeback of data dirty for longer
 // than the writeback delay, the periodic commit, and a checkpoint when the journal fills.
 void Filesystem::worker_loop() {
   uint64_t last_commit = monotonic_ns();

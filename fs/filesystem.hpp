@@ -2,9 +2,11 @@
 // writeback, on a Volume. The FUSE layer (fuse_ops.cpp) only translates into these calls.
 //
 // Locking: one filesystem lock (mutex_) guards every in-memory structure below; it is held
-// for metadata work (which may read metadata blocks, blocking) but never across data I/O or
-// journal commits. I/O completions never take it: they queue work for the worker thread,
-// which does. commit_mutex_ serializes commits and checkpoints and is taken before mutex_.
+// for metadata work (which may read metadata blocks, blocking) and while a write reads the
+// rest of its partially written first and last blocks (fill_from_volume: the edges must not
+// change under it), but never across data writeback, file reads or journal commits. I/O completions
+// never take it: they queue work for the worker thread, which does. commit_mutex_ serializes
+// commits and checkpoints and is taken before mutex_.
 //
 // Stable pages: file data lives in immutable buffers. A write copies its payload once into
 // a new buffer that replaces (in the inode's cache map) whatever covered that range; a

@@ -2,7 +2,9 @@
 //
 // Every check runs before the first byte is written: a device holding another array or a
 // known signature (libblkid), too few devices for the level, sizes that differ by more than
-// kSizeTolerance, a bad chunk size. Each refusal is one line naming what is wrong.
+// kSizeTolerance, a bad chunk size, a journal device too small, a volume too small for the
+// filesystem. Each refusal is one line naming what is wrong. With -f, signatures are wiped
+// only after all of them passed.
 #include <blkid/blkid.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -34,8 +36,9 @@ int refuse(const std::string& message) {
 
 // The signature libblkid finds on `path` ("ext4", "gpt", ...), or "".
 Result<std::string> signature_of(const std::string& path) {
+  if (access(path.c_str(), R_OK | W_OK) != 0) return fail(errno, "{}: {}", path, strerror(errno));
   blkid_probe probe = blkid_new_probe_from_filename(path.c_str());
-  if (probe == nullptr) return fail(errno != 0 ? errno : EIO, "{}: cannot probe", path);
+  if (probe == nullptr) return fail(EIO, "{}: libblkid cannot probe it", path);
   blkid_probe_enable_superblocks(probe, 1);
   blkid_probe_set_superblocks_flags(probe, BLKID_SUBLKS_TYPE);
   blkid_probe_enable_partitions(probe, 1);
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
                  "metadata journal size (default: 1/64 of the volume, 4M..128M)");
   app.add_option("--journal-device", journal_device,
                  "a separate device for the write-hole journal (RAID5/6)");
-  app.add_option("-L,--label", label, "filesystem and array label (up to 63 bytes)");
+  app.add_option("-L,--label", label, "filesystem and array label (up to 32 bytes)");
   app.add_option("-U,--uuid", uuid_text, "filesystem UUID (default: random)");
   app.add_option("-N,--inodes", inodes, "number of inodes (default: one per 16K)");
   app.add_flag("-f,--force", force, "overwrite devices that hold another array or filesystem");
@@ -145,7 +148,8 @@ int main(int argc, char** argv) {
   fs::MakeFsOptions make;
   make.label = label;
   make.inode_count = inodes;
-  if (label.size() > 63) return refuse("label longer than 63 bytes");
+  if (label.size() > kLabelSize)
+    return refuse(fmt::format("label longer than {} bytes", kLabelSize));
   if (!uuid_text.empty()) {
     auto uuid = parse_uuid(uuid_text);
     if (!uuid) return refuse(fmt::format("-U {}: {}", uuid_text, uuid.error().message));
@@ -202,12 +206,26 @@ int main(int argc, char** argv) {
     add_stripe_journal(options, device, 0, device.size() / kJournalBlockSize);
     use_stripe_journal(open_options, device);
   }
-  if (force) {
-    // Nothing written yet; from here on the devices are ours.
-    for (const std::string& p : all) {
-      if (auto r = wipe_signatures(p); !r) return refuse(r.error().message);
+  // Runs once the array's geometry is known, before any hook writes: the filesystem must fit,
+  // and only then (with -f) are the old signatures wiped.
+  options.prepare = [previous = std::move(options.prepare), &make, &all, force](
+                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
+    auto geometry = Geometry::create(sb.level, sb.member_count, sb.chunk_size, sb.data_size);
+    if (!geometry) return fail(geometry.error());
+    const uint64_t stripe_blocks =
+        std::max<uint64_t>(geometry->stripe_data_size() / fs::kBlockSize, 1);
+    if (auto layout = fs::plan_layout(geometry->volume_size() / fs::kBlockSize,
+                                      static_cast<uint32_t>(stripe_blocks), make);
+        !layout) {
+      return fail(layout.error());
     }
-  }
+    if (force) {
+      for (const std::string& p : all) {
+        if (auto r = wipe_signatures(p); !r) return r;
+      }
+    }
+    return previous ? previous(members, sb) : Result<void>{};
+  };
   auto members = (*devices)->member_pointers();
   auto created = create_array(members, options);
   if (!created) return refuse(created.error().message);

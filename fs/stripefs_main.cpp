@@ -42,7 +42,6 @@ constexpr const char* kUsage =
     "  writeback_delay=SEC   write back dirty data older than this (default 5)\n"
     "  commit_interval=SEC   commit metadata at least this often (default 5)\n"
     "  cache_size=SIZE       dirty file data held before writers wait (default 256M)\n"
-    "  write_hole=on|off     log partial-stripe writes (default on when the array has a journal)\n"
     "  io_threads=N          FUSE worker threads (default 8)\n"
     "  writeback_cache       let the kernel cache writes too\n"
     "  direct_io             bypass the kernel page cache for file data\n"
@@ -54,7 +53,6 @@ struct Config {
   double writeback_delay = 5.0;
   double commit_interval = 5.0;
   char* cache_size = nullptr;
-  char* write_hole = nullptr;
   unsigned io_threads = 8;
   int writeback_cache = 0;
   int direct_io = 0;
@@ -76,7 +74,6 @@ const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0
                              STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
                              STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
                              STRIPEFS_OPT("cache_size=%s", cache_size, 0),
-                             STRIPEFS_OPT("write_hole=%s", write_hole, 0),
                              STRIPEFS_OPT("io_threads=%u", io_threads, 0),
                              STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
                              STRIPEFS_OPT("direct_io", direct_io, 1),
@@ -166,25 +163,9 @@ int run(Config& config, fuse_args& args, Launch& launch) {
       fs_options.cache_bytes = *size;
     }
   }
-  bool write_hole = true;
-  if (error.empty() && config.write_hole != nullptr) {
-    const std::string v = config.write_hole;
-    if (v == "on") {
-      write_hole = true;
-    } else if (v == "off") {
-      write_hole = false;
-    } else {
-      error = fmt::format("write_hole={}: must be on or off", v);
-    }
-  }
   if (!error.empty()) return launch.report(error), fail_line(error);
   const std::string journal = config.journal_device != nullptr ? config.journal_device : "";
-  if (write_hole && config.write_hole != nullptr && journal.empty()) {
-    error = "write_hole=on needs journal_device=PATH (the array's journal device)";
-    return launch.report(error), fail_line(error);
-  }
-
-  auto devices = fs::open_devices(paths, write_hole ? journal : "");
+  auto devices = fs::open_devices(paths, journal);
   if (!devices) return launch.report(devices.error().message), fail_line(devices.error().message);
   OpenOptions open_options;
   open_options.force = config.force != 0;
@@ -275,7 +256,8 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     status = 1;
   }
   if (!error.empty()) return launch.report(error), fail_line(error);
-  return status == 0 ? 0 : 1;
+  // A loop ended by SIGINT/SIGTERM returns the signal: that is a clean stop too.
+  return status >= 0 ? 0 : 1;
 }
 
 }  // namespace
