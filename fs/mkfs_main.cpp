@@ -206,19 +206,25 @@ int main(int argc, char** argv) {
     add_stripe_journal(options, device, 0, device.size() / kJournalBlockSize);
     use_stripe_journal(open_options, device);
   }
-  // Runs once the array's geometry is known, before any hook writes: the filesystem must fit,
-  // and only then (with -f) are the old signatures wiped.
-  options.prepare = [previous = std::move(options.prepare), &make, &all, force](
-                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
+  // Once the array's geometry is known, and after the bitmap's and journal's checks: the
+  // filesystem must fit. Only when every check passed are old signatures wiped (-f), before
+  // the first write.
+  options.validate = [previous = std::move(options.validate), &make](
+                         std::span<Member* const> members, const Superblock& sb) -> Result<void> {
+    if (previous) {
+      if (auto r = previous(members, sb); !r) return r;
+    }
     auto geometry = Geometry::create(sb.level, sb.member_count, sb.chunk_size, sb.data_size);
     if (!geometry) return fail(geometry.error());
     const uint64_t stripe_blocks =
         std::max<uint64_t>(geometry->stripe_data_size() / fs::kBlockSize, 1);
-    if (auto layout = fs::plan_layout(geometry->volume_size() / fs::kBlockSize,
-                                      static_cast<uint32_t>(stripe_blocks), make);
-        !layout) {
-      return fail(layout.error());
-    }
+    auto layout = fs::plan_layout(geometry->volume_size() / fs::kBlockSize,
+                                  static_cast<uint32_t>(stripe_blocks), make);
+    if (!layout) return fail(layout.error());
+    return {};
+  };
+  options.prepare = [previous = std::move(options.prepare), &all, force](
+                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
     if (force) {
       for (const std::string& p : all) {
         if (auto r = wipe_signatures(p); !r) return r;

@@ -213,8 +213,11 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     (void)(*filesystem)->unmount();
     return launch.report(error), fail_line(error);
   }
-  int status = 1;
-  if (fuse_set_signal_handlers(session) == 0) {
+  // A loop ended by a signal (SIGINT, SIGTERM, SIGHUP) returns it: a clean stop too.
+  int loop_status = -1;
+  if (fuse_set_signal_handlers(session) != 0) {
+    error = "cannot install signal handlers";
+  } else {
     if (fuse_session_mount(session, mountpoint.c_str()) == 0) {
       fs_log().info("mounted {} on {}", paths.front(), mountpoint);
       launch.report("");
@@ -229,12 +232,12 @@ int run(Config& config, fuse_args& args, Launch& launch) {
         }
       }
       if (config.single) {
-        status = fuse_session_loop(session);
+        loop_status = fuse_session_loop(session);
       } else {
         fuse_loop_config* loop = fuse_loop_cfg_create();
         fuse_loop_cfg_set_max_threads(loop, config.io_threads);
         fuse_loop_cfg_set_idle_threads(loop, config.io_threads);
-        status = fuse_session_loop_mt(session, loop);
+        loop_status = fuse_session_loop_mt(session, loop);
         fuse_loop_cfg_destroy(loop);
       }
       fuse_session_unmount(session);
@@ -246,6 +249,7 @@ int run(Config& config, fuse_args& args, Launch& launch) {
   fuse_session_destroy(session);
   control->reset();
   // Everything reaches the members, and the array is recorded clean.
+  int status = loop_status >= 0 ? 0 : 1;
   if (auto r = (*filesystem)->unmount(); !r) {
     fs_log().error("unmount: {}", r.error().message);
     status = 1;
@@ -256,8 +260,7 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     status = 1;
   }
   if (!error.empty()) return launch.report(error), fail_line(error);
-  // A loop ended by SIGINT/SIGTERM returns the signal: that is a clean stop too.
-  return status >= 0 ? 0 : 1;
+  return status;
 }
 
 }  // namespace

@@ -5,22 +5,30 @@
 
 namespace stripefs {
 
+namespace {
+BitmapHeader header_for(const Superblock& sb, uint64_t region_size,
+                        std::chrono::milliseconds clear_delay) {
+  BitmapHeader header;
+  header.array_uuid = sb.array_uuid;
+  header.events = sb.events;
+  header.events_cleared = sb.events;
+  header.data_size = sb.data_size;
+  header.region_size = region_size != 0 ? region_size : default_region_size(sb.data_size);
+  header.regions = (sb.data_size + header.region_size - 1) / header.region_size;
+  header.daemon_sleep_ms =
+      static_cast<uint32_t>(clear_delay.count() > 0 ? clear_delay.count() : 5000);
+  return header;
+}
+}  // namespace
+
 void add_bitmap(ArrayOptions& options, uint64_t region_size,
                 std::chrono::milliseconds clear_delay) {
-  options.prepare = [previous = std::move(options.prepare), region_size, clear_delay](
-                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
+  options.validate = [previous = std::move(options.validate), region_size, clear_delay](
+                         std::span<Member* const> members, const Superblock& sb) -> Result<void> {
     if (previous) {
       if (auto r = previous(members, sb); !r) return r;
     }
-    BitmapHeader header;
-    header.array_uuid = sb.array_uuid;
-    header.events = sb.events;
-    header.events_cleared = sb.events;
-    header.data_size = sb.data_size;
-    header.region_size = region_size != 0 ? region_size : default_region_size(sb.data_size);
-    header.regions = (sb.data_size + header.region_size - 1) / header.region_size;
-    header.daemon_sleep_ms =
-        static_cast<uint32_t>(clear_delay.count() > 0 ? clear_delay.count() : 5000);
+    const BitmapHeader header = header_for(sb, region_size, clear_delay);
     const uint64_t area = kBitmapHeaderSize + bitmap_bits_bytes(header.regions);
     if (kBitmapAreaOffset + area > sb.data_offset) {
       return fail(ENOSPC,
@@ -28,6 +36,15 @@ void add_bitmap(ArrayOptions& options, uint64_t region_size,
                   "data offset; use a larger region size",
                   header.regions, area, sb.data_offset - kBitmapAreaOffset);
     }
+    return {};
+  };
+  options.prepare = [previous = std::move(options.prepare), region_size, clear_delay](
+                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
+    if (previous) {
+      if (auto r = previous(members, sb); !r) return r;
+    }
+    const BitmapHeader header = header_for(sb, region_size, clear_delay);
+    const uint64_t area = kBitmapHeaderSize + bitmap_bits_bytes(header.regions);
     sb.bitmap_offset = kBitmapAreaOffset;
     sb.bitmap_size = area;
     sb.bitmap_chunk = header.region_size;

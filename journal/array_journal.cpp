@@ -6,10 +6,11 @@
 namespace stripefs {
 
 void add_stripe_journal(ArrayOptions& options, Member& device, uint64_t offset, uint64_t blocks) {
-  options.prepare = [previous = std::move(options.prepare), &device, offset, blocks](
-                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
-    // Every check first: the hooks before this one write (the bitmap areas), and a refusal
-    // here must leave the members untouched.
+  options.validate = [previous = std::move(options.validate), &device, blocks](
+                         std::span<Member* const> members, const Superblock& sb) -> Result<void> {
+    if (previous) {
+      if (auto r = previous(members, sb); !r) return r;
+    }
     if (sb.level != RaidLevel::raid5 && sb.level != RaidLevel::raid6) {
       return fail(EINVAL, "a write-ahead journal closes the RAID5/6 write hole; {} has none",
                   to_string(sb.level));
@@ -28,6 +29,10 @@ void add_stripe_journal(ArrayOptions& options, Member& device, uint64_t offset, 
                   "({} blocks each); give it at least {}",
                   blocks, worst, 2 * worst + 1);
     }
+    return {};
+  };
+  options.prepare = [previous = std::move(options.prepare), &device, offset, blocks](
+                        std::span<Member* const> members, Superblock& sb) -> Result<void> {
     if (previous) {
       if (auto r = previous(members, sb); !r) return r;
     }

@@ -89,6 +89,9 @@ Result<Superblock> create_array(std::span<Member* const> members, const ArrayOpt
   if (sb.label.size() > kLabelSize) {
     return fail(EINVAL, "label '{}' is longer than {} bytes", sb.label, kLabelSize);
   }
+  if (options.validate) {
+    if (auto valid = options.validate(members, sb); !valid) return fail(valid.error());
+  }
   if (options.prepare) {
     if (auto prepared = options.prepare(members, sb); !prepared) return fail(prepared.error());
   }

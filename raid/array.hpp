@@ -33,6 +33,9 @@ struct ArrayOptions {
   // Runs once every member passed its checks and before any superblock is written: it may
   // fill in and format the bitmap/journal areas it records in `sb` (journal/ does).
   std::function<Result<void>(std::span<Member* const> members, Superblock& sb)> prepare;
+  // Runs before `prepare`, once the geometry is known: every refusal belongs here, so that
+  // nothing is written unless all pass. Chainable like `prepare`.
+  std::function<Result<void>(std::span<Member* const> members, const Superblock& sb)> validate;
 };
 
 struct OpenOptions {
