@@ -9,6 +9,16 @@ Filesystem::Filesystem(Volume& volume, FsOptions options, FsSuperblock sb)
     : volume_(volume), options_(options), sb_(std::move(sb)) {}
 
 Filesystem::~Filesystem() {
+  if (worker_.joinable()) {
+    // Completions post to the worker and touch this object: let the I/O in flight finish.
+    Lock lock(mutex_);
+    writeback_cv_.wait(lock, [&] {
+      for (auto& [ino, inode] : inode_cache_) {
+        if (inode->writebacks > 0) return false;
+      }
+      return true;
+    });
+  }
   {
     std::lock_guard lock(work_mutex_);
     stopping_ = true;
@@ -98,6 +108,10 @@ Result<void> Filesystem::commit() {
   {
     Lock lock(mutex_);
     if (failed_) return fail(EIO, "{}", failed_->message);
+    if (meta_->failed()) {
+      fail_filesystem(*meta_->failed());
+      return fail(EIO, "{}", failed_->message);
+    }
     for (auto& [ino, inode] : inode_cache_) {
       if (inode->dirty || inode->extents_dirty) {
         if (auto r = store_inode(*inode); !r) {
@@ -131,14 +145,25 @@ Result<void> Filesystem::checkpoint() {
     transaction = *done;
   }
   Lock lock(mutex_);
-  // Blocks freed up to `transaction` may be reused, once no read still uses an old mapping.
-  if (reads_in_flight_ == 0) {
-    blocks_->checkpointed(transaction);
-    inodes_->checkpointed(transaction);
-  } else {
-    checkpointed_transaction_ = transaction;
-  }
+  // Blocks freed up to `transaction` may be reused once reads that started before now,
+  // which may still use the old mappings, are done.
+  releases_.emplace_back(epoch_++, transaction);
+  release_checkpointed();
   return {};
+}
+
+// The lock for an operation that changes metadata. A running transaction that has grown to a
+// quarter of the journal is committed first, so no transaction outgrows the journal.
+Filesystem::Lock Filesystem::change_lock() {
+  Lock lock(mutex_);
+  while (!failed_ && meta_->dirty_blocks() > journal_->capacity_blocks() / 4) {
+    lock.unlock();
+    auto r = commit();
+    if (r && meta_->checkpoint_due()) r = checkpoint();
+    lock.lock();
+    if (!r) break;
+  }
+  return lock;
 }
 
 Result<void> Filesystem::fsync(uint64_t ino, bool data_only) {
@@ -225,11 +250,12 @@ void Filesystem::worker_loop() {
     {
       Lock lock(mutex_);
       dirty_blocks = meta_->dirty_blocks();
+      meta_->trim();  // between operations: nothing holds a span into the cache
       const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
       for (auto& [ino, inode] : inode_cache_) {
         if (inode->dirty_bytes == 0) continue;
         for (const auto& [offset, range] : inode->cache) {
-          if (!range.in_flight && t - range.since >= delay) {
+          if (!range.in_flight && range.since + delay <= t) {  // since may be after t
             (void)start_writeback(*inode, 0, UINT64_MAX, lock);
             break;
           }

@@ -135,6 +135,15 @@ void write_header(MetaStore& meta, uint64_t block, const DirHeader& header) {
 Result<void> Filesystem::dir_add(Inode& dir, std::string_view name, uint64_t ino, uint8_t type) {
   auto header = dir_header(dir);
   if (!header) return fail(header.error());
+  auto header_block = map_block(dir, 0);
+  if (!header_block) return fail(header_block.error());
+  // Split first, so the new entry goes straight to its final bucket; a split that fails
+  // changes nothing a reader could see.
+  if (header->entries + 1 > header->buckets() * kSplitLoad) {
+    if (auto r = dir_split(dir, *header); !r) return r;
+    write_header(*meta_, *header_block, *header);
+    dir.dir = *header;
+  }
   DirEntry entry{name_key(name), ino, type, std::string(name)};
   const size_t need = DirBucket::entry_bytes(name.size());
   auto map = [&](uint64_t fb) { return map_block(dir, fb); };
@@ -147,9 +156,9 @@ Result<void> Filesystem::dir_add(Inode& dir, std::string_view name, uint64_t ino
       break;
     }
   }
-  const uint64_t header_block = *map_block(dir, 0);
   if (room == nullptr) {
-    // A new overflow block at the end of the chain: a released one, or the next unused.
+    // A new overflow block at the end of the chain: a released one, or the next unused
+    // (allocated before anything changes).
     uint64_t file_block = header->free_overflow;
     uint64_t volume_block = 0;
     if (file_block != 0) {
@@ -178,15 +187,14 @@ Result<void> Filesystem::dir_add(Inode& dir, std::string_view name, uint64_t ino
   room->bucket.entries.push_back(std::move(entry));
   encode_dir_bucket(room->bucket, room->volume_block, meta_->modify(room->volume_block));
   ++header->entries;
-  if (header->entries > header->buckets() * kSplitLoad) {
-    if (auto r = dir_split(dir, *header); !r) return r;
-  }
-  write_header(*meta_, header_block, *header);
+  write_header(*meta_, *header_block, *header);
   dir.dir = *header;
   return {};
 }
 
-// Splits bucket `split` into itself and `split + 2^level` (linear hashing).
+// Splits bucket `split` into itself and `split + 2^level` (linear hashing). Every block it
+// needs is allocated before any is written: on ENOSPC the directory is as it was (blocks
+// allocated meanwhile stay mapped at the same file blocks, for the next attempt).
 Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
   const uint64_t from = header.split;
   const uint64_t to = from + (uint64_t{1} << header.level);
@@ -196,20 +204,11 @@ Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
   if (!chain) return fail(chain.error());
   std::vector<DirEntry> stay, move;
   for (ChainBlock& c : *chain) {
-    for (DirEntry& e : c.bucket.entries)
+    for (DirEntry& e : c.bucket.entries) {
       ((e.key & mask) == from ? stay : move).push_back(std::move(e));
+    }
   }
-  auto new_head = ensure_block(dir, 1 + to);
-  if (!new_head) return fail(new_head.error());
-  meta_->fresh(*new_head);
-  dir.disk.size = std::max<uint64_t>(dir.disk.size, (2 + to) * kBlockSize);
-
-  // Packs `entries` into a chain starting at (head_fb, head_vb), reusing `spare` overflow
-  // blocks first and allocating more when needed.
-  std::vector<std::pair<uint64_t, uint64_t>> spare;  // overflow blocks of the old chain
-  for (size_t i = 1; i < chain->size(); ++i)
-    spare.emplace_back((*chain)[i].file_block, (*chain)[i].volume_block);
-  auto pack = [&](std::vector<DirEntry>& entries, uint64_t head_vb) -> Result<void> {
+  auto packed = [](std::vector<DirEntry>& entries) {
     std::vector<DirBucket> buckets(1);
     for (DirEntry& e : entries) {
       if (buckets.back().bytes() + DirBucket::entry_bytes(e.name.size()) > kBucketCapacity) {
@@ -217,32 +216,46 @@ Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
       }
       buckets.back().entries.push_back(std::move(e));
     }
+    return buckets;
+  };
+  std::vector<DirBucket> stay_buckets = packed(stay), move_buckets = packed(move);
+
+  // Blocks: the old chain's head, then its overflow blocks, then new ones.
+  auto new_head = ensure_block(dir, 1 + to);
+  if (!new_head) return fail(new_head.error());
+  std::vector<std::pair<uint64_t, uint64_t>> spare;  // (file block, volume block)
+  for (size_t i = chain->size(); i-- > 1;) {
+    spare.emplace_back((*chain)[i].file_block, (*chain)[i].volume_block);
+  }
+  const size_t overflow_needed = (stay_buckets.size() - 1) + (move_buckets.size() - 1);
+  uint64_t next = header.next_overflow;
+  while (spare.size() < overflow_needed) {
+    auto vb = ensure_block(dir, next);
+    if (!vb) return fail(vb.error());
+    spare.insert(spare.begin(), {next++, *vb});
+  }
+  header.next_overflow = next;
+
+  auto write_chain = [&](std::vector<DirBucket>& buckets, uint64_t head_vb) {
     std::vector<std::pair<uint64_t, uint64_t>> blocks{{0, head_vb}};
     for (size_t i = 1; i < buckets.size(); ++i) {
-      if (!spare.empty()) {
-        blocks.push_back(spare.back());
-        spare.pop_back();
-      } else {
-        auto vb = ensure_block(dir, header.next_overflow);
-        if (!vb) return fail(vb.error());
-        meta_->fresh(*vb);
-        blocks.emplace_back(header.next_overflow++, *vb);
-      }
+      blocks.push_back(spare.back());
+      spare.pop_back();
     }
     for (size_t i = 0; i < buckets.size(); ++i) {
       buckets[i].overflow = i + 1 < buckets.size() ? blocks[i + 1].first : 0;
-      encode_dir_bucket(buckets[i], blocks[i].second, meta_->modify(blocks[i].second));
+      encode_dir_bucket(buckets[i], blocks[i].second, meta_->fresh(blocks[i].second));
     }
-    return {};
   };
-  if (auto r = pack(stay, chain->front().volume_block); !r) return r;
-  if (auto r = pack(move, *new_head); !r) return r;
+  write_chain(stay_buckets, chain->front().volume_block);
+  write_chain(move_buckets, *new_head);
   for (auto [fb, vb] : spare) {  // left over: onto the free list
     DirBucket freed;
     freed.overflow = header.free_overflow;
-    encode_dir_bucket(freed, vb, meta_->modify(vb));
+    encode_dir_bucket(freed, vb, meta_->fresh(vb));
     header.free_overflow = fb;
   }
+  dir.disk.size = std::max<uint64_t>(dir.disk.size, (2 + to) * kBlockSize);
   if (++header.split == (uint64_t{1} << header.level)) {
     ++header.level;
     header.split = 0;

@@ -66,8 +66,10 @@ Result<void> run_plan(Volume& volume, const ReadPlan& plan, uint64_t begin,
 }  // namespace
 
 struct Filesystem::WritebackJob {
+  uint64_t id = 0;
   uint64_t ino = 0;
-  uint64_t begin = 0, end = 0;  // the file range it covers
+  std::vector<std::pair<uint64_t, uint64_t>> blocks;  // file blocks it writes
+  uint64_t begin = 0, end = 0;                        // the file range it covers
   std::vector<std::shared_ptr<AlignedBuffer>> buffers;
   uint64_t bytes = 0;
   std::vector<std::pair<uint64_t, uint64_t>> allocated;  // file blocks [first, end), pending
@@ -77,7 +79,7 @@ struct Filesystem::WritebackJob {
 
 // ---------------------------------------------------------------- the cache map
 
-void Filesystem::drop_ranges(Inode& inode, uint64_t offset, uint64_t end) {
+void Filesystem::drop_ranges(Inode& inode, uint64_t offset, uint64_t end, bool release) {
   auto it = inode.cache.upper_bound(offset);
   if (it != inode.cache.begin()) --it;
   while (it != inode.cache.end() && it->first < end) {
@@ -102,67 +104,81 @@ void Filesystem::drop_ranges(Inode& inode, uint64_t offset, uint64_t end) {
       it = inode.cache.emplace(cut_end, tail).first;
     }
     if (!r.in_flight) {
-      // Dirty bytes that will never be written: their unallocated blocks' promise goes too.
       const uint64_t dropped = cut_end - cut_begin;
       inode.dirty_bytes -= dropped;
       cached_bytes_ -= dropped;
-      uint64_t unmapped = 0;
-      for (uint64_t b = cut_begin / kBlockSize; b < cut_end / kBlockSize; ++b) {
-        auto mapped = map_block(inode, b);
-        if (mapped && *mapped == 0) ++unmapped;
+      // Dirty bytes that will never be written: their unallocated blocks' promise goes too.
+      if (release) {
+        delalloc_reserved_ -= inode.delalloc.remove(cut_begin / kBlockSize, cut_end / kBlockSize);
       }
-      delalloc_reserved_ -= std::min(delalloc_reserved_, unmapped);
     }
   }
 }
 
 void Filesystem::insert_range(Inode& inode, uint64_t offset, uint64_t length,
                               std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset) {
-  drop_ranges(inode, offset, offset + length);
-  inode.cache.emplace(offset,
-                      CachedRange{length, std::move(buffer), buffer_offset, false, monotonic_ns()});
+  drop_ranges(inode, offset, offset + length, /*release=*/false);
+  inode.cache.emplace(offset, CachedRange{.length = length,
+                                          .buffer = std::move(buffer),
+                                          .buffer_offset = buffer_offset,
+                                          .in_flight = false,
+                                          .job = 0,
+                                          .since = monotonic_ns()});
   inode.dirty_bytes += length;
   cached_bytes_ += length;
 }
 
-// Blocks of [offset, end) that are neither mapped nor already promised to cached data.
-uint64_t Filesystem::unmapped_uncached_blocks(Inode& inode, uint64_t offset, uint64_t end) {
-  uint64_t count = 0;
-  for (uint64_t b = offset / kBlockSize; b < end / kBlockSize; ++b) {
-    auto mapped = map_block(inode, b);
-    if (!mapped || *mapped != 0) continue;
-    auto it = inode.cache.upper_bound(b * kBlockSize);
-    bool cached = false;
-    if (it != inode.cache.begin()) {
-      --it;
-      cached = it->first + it->second.length > b * kBlockSize && !it->second.in_flight;
-    }
-    if (!cached) ++count;
+// Calls f(first, end) for each run of unmapped file blocks in [first, end) (pending
+// extents count as mapped: their blocks are allocated).
+template <class F>
+void Filesystem::for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f) {
+  uint64_t b = first;
+  auto it = inode.extents.upper_bound(b);
+  if (it != inode.extents.begin()) --it;
+  for (; b < end && it != inode.extents.end(); ++it) {
+    const Extent& x = it->second.extent;
+    if (x.logical_end() <= b) continue;
+    if (x.logical > b) f(b, std::min(end, x.logical));
+    b = std::max(b, x.logical_end());
   }
-  return count;
+  if (b < end) f(b, end);
+}
+
+// Space for `blocks` more blocks of data: what is free, less what is promised and the
+// metadata reserve. Space freed by unlinks waits for a checkpoint: force one when short.
+Result<void> Filesystem::ensure_space(uint64_t blocks, Lock& lock) {
+  for (int attempt = 0;; ++attempt) {
+    if (blocks_->free_count() >= blocks + delalloc_reserved_ + metadata_reserve_) return {};
+    if (attempt > 0 || blocks_->deferred_count() == 0) {
+      return fail(ENOSPC, "no space left on the filesystem");
+    }
+    lock.unlock();
+    auto r = commit();
+    if (r) r = checkpoint();
+    lock.lock();
+    if (!r) return r;
+  }
 }
 
 // Delayed allocation promises the blocks at write() time, so writeback cannot meet ENOSPC
 // after the write was acknowledged.
 Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_t end, Lock& lock) {
-  const uint64_t need = unmapped_uncached_blocks(inode, offset, end);
-  if (need == 0) return {};
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const uint64_t free = blocks_->free_count();
-    if (free >= need + delalloc_reserved_ + metadata_reserve_) {
-      delalloc_reserved_ += need;
-      return {};
-    }
-    if (attempt == 0) {
-      // Space freed by unlinks waits for a checkpoint: force one, then look again.
-      lock.unlock();
-      auto r = commit();
-      if (r) r = checkpoint();
-      lock.lock();
-      if (!r) return r;
-    }
+  const uint64_t first = offset / kBlockSize, last = end / kBlockSize;
+  auto needed = [&] {
+    uint64_t need = 0;
+    for_each_hole(inode, first, last,
+                  [&](uint64_t a, uint64_t b) { need += (b - a) - inode.delalloc.count(a, b); });
+    return need;
+  };
+  if (auto r = ensure_space(needed(), lock); !r) return r;
+  // The lock may have been dropped: promise what is unmapped now, and check it still fits.
+  const uint64_t need = needed();
+  if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
+    return fail(ENOSPC, "no space left on the filesystem");
   }
-  return fail(ENOSPC, "no space left on the filesystem");
+  for_each_hole(inode, first, last,
+                [&](uint64_t a, uint64_t b) { delalloc_reserved_ += inode.delalloc.add(a, b); });
+  return {};
 }
 
 void Filesystem::throttle(Lock& lock) {
@@ -250,11 +266,12 @@ Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
     return {0, e == n.extents.end() ? UINT64_MAX : e->first - b};
   };
   ReadPlan plan = plan_read(n, begin, end, map);
-  ++reads_in_flight_;
+  const uint64_t epoch = epoch_;
+  ++active_reads_[epoch];
   lock.unlock();
   auto buffer = std::make_shared<AlignedBuffer>(end - begin);
   auto r = run_plan(volume_, plan, begin, buffer->span());
-  finish_read();
+  finish_read(epoch);
   if (!r) {
     fs_log().error("inode {}: read at {}: {}", ino, offset, r.error().message);
     return fail(EIO, "{}", r.error().message);
@@ -264,12 +281,21 @@ Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
   return reply;
 }
 
-void Filesystem::finish_read() {
+void Filesystem::finish_read(uint64_t epoch) {
   Lock lock(mutex_);
-  if (--reads_in_flight_ == 0 && checkpointed_transaction_ != 0) {
-    blocks_->checkpointed(checkpointed_transaction_);
-    inodes_->checkpointed(checkpointed_transaction_);
-    checkpointed_transaction_ = 0;
+  if (auto it = active_reads_.find(epoch); it != active_reads_.end() && --it->second == 0) {
+    active_reads_.erase(it);
+  }
+  release_checkpointed();
+}
+
+// Frees covered by a checkpoint become reusable once no read older than it is in flight.
+void Filesystem::release_checkpointed() {
+  while (!releases_.empty() &&
+         (active_reads_.empty() || active_reads_.begin()->first > releases_.front().first)) {
+    blocks_->checkpointed(releases_.front().second);
+    inodes_->checkpointed(releases_.front().second);
+    releases_.pop_front();
   }
 }
 
@@ -297,7 +323,7 @@ Result<void> Filesystem::fill_from_volume(Inode& inode, uint64_t offset, std::sp
 // ---------------------------------------------------------------- write
 
 Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return fail(r.error());
   auto found = get_inode(ino);
   if (!found) return fail(found.error());
@@ -377,7 +403,7 @@ void Filesystem::maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint
 
 Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock) {
   (void)lock;
-  if (inode.dirty_bytes == 0) return {};
+  if (inode.dirty_bytes == 0 || failed_) return {};
   if (auto r = load_extents(inode); !r) return r;
   // Cut ranges at the boundaries, so exactly [offset, end) goes.
   auto cut = [&](uint64_t at) {
@@ -395,6 +421,7 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   cut(offset);
   if (end != UINT64_MAX) cut(end);
   auto job = std::make_shared<WritebackJob>();
+  job->id = next_job_++;
   job->ino = inode.ino;
   job->begin = offset;
   job->end = end;
@@ -404,9 +431,13 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
        ++it) {
     CachedRange& r = it->second;
     if (r.in_flight) continue;
-    uint64_t b = it->first / kBlockSize;
+    const uint64_t first = it->first / kBlockSize;
     const uint64_t stop = (it->first + r.length) / kBlockSize;
-    while (b < stop) {
+    if (inode.inflight.overlaps(first, stop)) {
+      inode.writeback_deferred = true;  // goes when the job writing these blocks is done
+      continue;
+    }
+    for (uint64_t b = first; b < stop;) {
       // The extent covering b, or the hole up to the next one.
       auto e = inode.extents.upper_bound(b);
       uint64_t run = 0, volume_block = 0;
@@ -422,12 +453,17 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
           const Extent& x = std::prev(e)->second.extent;
           if (x.logical_end() == b) goal = x.physical + x.length;
         }
-        auto got = blocks_->reserve(hole_end - b, goal, b % stripe == 0 ? stripe : 1);
+        const uint64_t want = std::min<uint64_t>(hole_end - b, kMaxExtentLength);
+        auto got = blocks_->reserve(want, goal, b % stripe == 0 ? stripe : 1);
         if (!got) {
-          fs_log().error("inode {}: writeback found no space despite the reservation", inode.ino);
+          // Reservations make this impossible; if it happens anyway, say so and stop writing
+          // rather than drop data.
+          fail_filesystem(Error{ENOSPC, fmt::format("inode {}: writeback found no space for "
+                                                    "reserved data",
+                                                    inode.ino)});
           break;
         }
-        delalloc_reserved_ -= std::min(delalloc_reserved_, got->second);
+        delalloc_reserved_ -= inode.delalloc.remove(b, b + got->second);
         run = got->second;
         volume_block = got->first;
         inode.extents.emplace(
@@ -439,6 +475,9 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
       b += run;
     }
     r.in_flight = true;
+    r.job = job->id;
+    inode.inflight.add(first, stop);
+    job->blocks.emplace_back(first, stop);
     inode.dirty_bytes -= r.length;
     job->bytes += r.length;
     job->buffers.push_back(r.buffer);
@@ -524,12 +563,18 @@ void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> 
   // The job's ranges are clean now: they leave the cache (the kernel caches clean pages).
   for (auto it = inode.cache.lower_bound(job->begin);
        it != inode.cache.end() && it->first < job->end;) {
-    const bool ours = it->second.in_flight && std::find(job->buffers.begin(), job->buffers.end(),
-                                                        it->second.buffer) != job->buffers.end();
+    const bool ours = it->second.in_flight && it->second.job == job->id;
     it = ours ? inode.cache.erase(it) : std::next(it);
   }
+  for (auto [first, end] : job->blocks) inode.inflight.remove(first, end);
   cached_bytes_ -= job->bytes;
+  stats_.writeback_done_bytes += job->bytes;
   --inode.writebacks;
+  if (inode.writeback_deferred && !failed_) {
+    // Newer data waited for this job's blocks; its turn now.
+    inode.writeback_deferred = false;
+    (void)start_writeback(inode, 0, UINT64_MAX, lock);
+  }
   writeback_cv_.notify_all();
   maybe_evict(inode, lock);
 }
@@ -591,7 +636,7 @@ Result<void> Filesystem::truncate(Inode& inode, uint64_t size, Lock& lock) {
 }
 
 Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint64_t length) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return r;
   auto found = get_inode(ino);
   if (!found) return fail(found.error());
@@ -637,12 +682,16 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
       uint64_t hole_end = align_up(end) / kBlockSize;
       if (auto e = n.extents.upper_bound(b); e != n.extents.end())
         hole_end = std::min(hole_end, e->first);
-      if (blocks_->free_count() < (hole_end - b) + delalloc_reserved_ + metadata_reserve_) {
-        return fail(ENOSPC, "no space left on the filesystem");
+      const uint64_t want = std::min<uint64_t>(hole_end - b, kMaxExtentLength);
+      // Blocks promised to dirty data over this hole are allocated now: their promise moves.
+      const uint64_t promised = n.delalloc.count(b, b + want);
+      if (blocks_->free_count() < want - promised + delalloc_reserved_ + metadata_reserve_) {
+        if (auto r = ensure_space(want - promised, lock); !r) return r;
+        continue;  // the lock was dropped: look at the extents again
       }
-      auto got =
-          blocks_->reserve(hole_end - b, 0, b % sb_.stripe_blocks == 0 ? sb_.stripe_blocks : 1);
+      auto got = blocks_->reserve(want, 0, b % sb_.stripe_blocks == 0 ? sb_.stripe_blocks : 1);
       if (!got) return fail(got.error());
+      delalloc_reserved_ -= n.delalloc.remove(b, b + got->second);
       blocks_->mark_used(*meta_, got->first, got->second);
       insert_extent(n, Extent{b, got->first, static_cast<uint32_t>(got->second), true});
       n.disk.blocks += got->second;

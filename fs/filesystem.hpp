@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -69,10 +70,11 @@ struct FsStatfs {
 };
 
 struct FsStats {
-  uint64_t bytes_written = 0;    // accepted from write()
-  uint64_t bytes_copied_in = 0;  // copies of file data into the cache (the one copy)
-  uint64_t edge_fill_bytes = 0;  // extra reads to complete partially written blocks
-  uint64_t writeback_bytes = 0;  // data handed to the Volume
+  uint64_t bytes_written = 0;         // accepted from write()
+  uint64_t bytes_copied_in = 0;       // copies of file data into the cache (the one copy)
+  uint64_t edge_fill_bytes = 0;       // extra reads to complete partially written blocks
+  uint64_t writeback_bytes = 0;       // data handed to the Volume
+  uint64_t writeback_done_bytes = 0;  // ... and written
   uint64_t writebacks = 0;
   uint64_t full_stripe_writebacks = 0;  // started because a full stripe was dirty
 };
@@ -191,7 +193,9 @@ class Filesystem {
                                 Lock& lock);
   void insert_range(Inode& inode, uint64_t offset, uint64_t length,
                     std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset);
-  void drop_ranges(Inode& inode, uint64_t offset, uint64_t end);
+  // Drops cached data of [offset, end); with `release`, dirty unallocated blocks give back
+  // their reservation (not when new data replaces them at once).
+  void drop_ranges(Inode& inode, uint64_t offset, uint64_t end, bool release = true);
   Result<void> start_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
   Result<void> writeback_inode(Inode& inode, Lock& lock);  // starts, then waits
   void writeback_done(std::shared_ptr<WritebackJob> job, Result<void> result);
@@ -200,12 +204,16 @@ class Filesystem {
   void maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
   void throttle(Lock& lock);
   Result<void> reserve_delalloc(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
-  uint64_t unmapped_uncached_blocks(Inode& inode, uint64_t offset, uint64_t end);
+  template <class F>
+  void for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f);
+  Result<void> ensure_space(uint64_t blocks, Lock& lock);  // commits and checkpoints to find it
+  Lock change_lock();  // the lock, after committing a running transaction grown large
   Result<std::shared_ptr<AlignedBuffer>> zero_range_in_cache(Inode& inode, uint64_t offset,
                                                              uint64_t end, Lock& lock);
   void split_extent_at(Inode& inode, uint64_t file_block);
   void settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written);
-  void finish_read();
+  void finish_read(uint64_t epoch);
+  void release_checkpointed();
 
   // commit and background work (commit.cpp)
   Result<void> commit();
@@ -235,11 +243,14 @@ class Filesystem {
   std::condition_variable writeback_cv_;  // with mutex_: writebacks finished
   std::unordered_map<uint64_t, std::unique_ptr<Inode>> inode_cache_;
   uint64_t cached_bytes_ = 0;  // bytes of file data in cache maps (dirty and in flight)
-  uint64_t reads_in_flight_ = 0;
+  // Frees become reusable once a checkpoint covers them and every read that might still use
+  // an older mapping (one that started before that checkpoint) is done.
+  uint64_t epoch_ = 0;                                  // checkpoints so far
+  std::map<uint64_t, uint64_t> active_reads_;           // epoch -> reads in flight
+  std::deque<std::pair<uint64_t, uint64_t>> releases_;  // (epoch, transaction) waiting
+  uint64_t next_job_ = 1;
   uint64_t delalloc_reserved_ = 0;  // blocks promised to dirty data not yet allocated
   uint64_t metadata_reserve_ = 0;   // blocks only metadata may take (commits must not fail)
-  uint64_t checkpointed_transaction_ =
-      0;  // frees up to here may be reused once no read is in flight
   std::optional<Error> failed_;
   FsStats stats_;
 

@@ -3,6 +3,7 @@
 #include <map>
 #include "filesystem.hpp"
 #include "fs_log.hpp"
+#include "interval_set.hpp"
 
 namespace stripefs::fs {
 
@@ -20,6 +21,7 @@ struct Filesystem::CachedRange {
   std::shared_ptr<AlignedBuffer> buffer;
   size_t buffer_offset = 0;
   bool in_flight = false;  // handed to writeback: the job holds the buffer
+  uint64_t job = 0;        // the writeback job it went out with
   uint64_t since = 0;      // monotonic ns when it became dirty
 };
 
@@ -36,7 +38,14 @@ struct Filesystem::Inode {
   std::map<uint64_t, CachedRange> cache;  // by file offset; block-aligned, non-overlapping
   uint64_t dirty_bytes = 0;               // in `cache`, not in flight
   unsigned writebacks = 0;                // jobs in flight
-  std::optional<DirHeader> dir;           // cached directory header
+  // File blocks of dirty data that have no volume blocks yet, each promised one (counted in
+  // delalloc_reserved_): so writeback never meets ENOSPC after write() said yes.
+  IntervalSet delalloc;
+  // File blocks a writeback job has in flight. Newer data for them waits until the job is
+  // done (writeback_deferred): two jobs for one block could land in either order.
+  IntervalSet inflight;
+  bool writeback_deferred = false;
+  std::optional<DirHeader> dir;  // cached directory header
 
   bool is_dir() const { return (disk.mode & S_IFMT) == S_IFDIR; }
   bool is_reg() const { return (disk.mode & S_IFMT) == S_IFREG; }

@@ -112,6 +112,8 @@ Attr Filesystem::attr_of(const Inode& inode) const {
 // Drops an inode nobody refers to; frees it for good when it has no links either.
 void Filesystem::maybe_evict(Inode& inode, Lock& lock) {
   if (inode.lookups > 0 || inode.opens > 0 || inode.ino == kRootInode) return;
+  // With writebacks in flight it stays: writeback_done comes back here when they are done.
+  if (inode.writebacks > 0) return;
   if (inode.disk.nlink == 0) {
     if (auto r = destroy_inode(inode, lock); !r) {
       fs_log().error("inode {}: freeing failed: {}", inode.ino, r.error().message);
@@ -122,10 +124,11 @@ void Filesystem::maybe_evict(Inode& inode, Lock& lock) {
   inode_cache_.erase(inode.ino);
 }
 
-// Frees an unlinked inode's blocks and its table slot.
+// Frees an unlinked inode's blocks and its table slot. Never waits: the caller made sure no
+// writeback is in flight (so no completion can still find this inode).
 Result<void> Filesystem::destroy_inode(Inode& inode, Lock& lock) {
-  wait_writeback(inode, lock);
-  if (inode.lookups > 0 || inode.opens > 0 || inode.disk.nlink > 0) return {};  // came back
+  (void)lock;
+  if (inode.writebacks > 0) return fail(EBUSY, "inode {}: writeback in flight", inode.ino);
   drop_ranges(inode, 0, UINT64_MAX);
   if (auto r = load_extents(inode); !r) return r;
   if (auto r = free_range(inode, 0, UINT64_MAX); !r) return r;

@@ -13,12 +13,15 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::read(uint64_t block) {
   if (auto it = cache_.find(block); it != cache_.end()) {
     return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
   }
-  evict();
   AlignedBuffer image(kBlockSize);
   BlockImage committed;
   {
     std::lock_guard lock(images_mutex_);
-    if (auto it = images_.find(block); it != images_.end()) committed = it->second;
+    if (auto it = committing_.find(block); it != committing_.end()) {
+      committed = it->second;
+    } else if (auto it2 = images_.find(block); it2 != images_.end()) {
+      committed = it2->second;
+    }
   }
   if (committed) {
     std::memcpy(image.data(), committed->data(), kBlockSize);
@@ -33,15 +36,18 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::read(uint64_t block) {
 }
 
 std::span<std::byte, kBlockSize> MetaStore::modify(uint64_t block) {
-  auto it = cache_.find(block);
+  auto image = read(block);
+  if (!image) {
+    if (!failed_) failed_ = image.error();
+    return std::span<std::byte, kBlockSize>(scratch_.data(), kBlockSize);
+  }
   dirty_[block] = true;
-  return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
+  return *image;
 }
 
 std::span<std::byte, kBlockSize> MetaStore::fresh(uint64_t block) {
   auto it = cache_.find(block);
   if (it == cache_.end()) {
-    evict();
     it = cache_.emplace(block, Cached{AlignedBuffer(kBlockSize)}).first;
   }
   it->second.image.zero();
@@ -55,7 +61,7 @@ void MetaStore::forget(uint64_t block) {
 }
 
 // Drops clean blocks once the cache is over its limit. Dirty blocks stay until committed.
-void MetaStore::evict() {
+void MetaStore::trim() {
   if (cache_.size() < cache_limit_) return;
   size_t to_drop = cache_.size() - cache_limit_ / 2;
   for (auto it = cache_.begin(); it != cache_.end() && to_drop > 0;) {
@@ -78,6 +84,8 @@ MetaStore::Snapshot MetaStore::take_snapshot() {
     snapshot.blocks.emplace_back(block, std::move(image));
   }
   dirty_.clear();
+  std::lock_guard lock(images_mutex_);
+  for (const auto& [block, image] : snapshot.blocks) committing_[block] = image;
   return snapshot;
 }
 
@@ -103,7 +111,12 @@ Result<uint64_t> MetaStore::write_snapshot(const Snapshot& snapshot) {
 void MetaStore::committed(const Snapshot& snapshot, uint64_t sequence) {
   if (snapshot.blocks.empty()) return;
   std::lock_guard lock(images_mutex_);
-  for (const auto& [block, image] : snapshot.blocks) images_[block] = image;
+  for (const auto& [block, image] : snapshot.blocks) {
+    images_[block] = image;
+    if (auto it = committing_.find(block); it != committing_.end() && it->second == image) {
+      committing_.erase(it);
+    }
+  }
   last_sequence_ = sequence;
   last_transaction_ = snapshot.transaction;
   ++stats_.commits;

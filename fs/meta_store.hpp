@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -37,12 +38,15 @@ class MetaStore {
  public:
   MetaStore(Volume& volume, Journal& journal, size_t cache_limit_blocks);
 
-  // The cached image of `block`, read from the volume on a miss (blocking). The span is
-  // valid until the next call that may evict (read/fresh) — copy what must outlive it.
+  // The cached image of `block`, read from the volume on a miss (blocking). Nothing is
+  // evicted except by trim(), so the span stays valid for the whole operation.
   Result<std::span<std::byte, kBlockSize>> read(uint64_t block);
-  // The image of `block` for changing: it joins the running transaction. The block must
-  // have been read (or made fresh) before.
+  // The image of `block` for changing: it joins the running transaction. Read through on a
+  // miss; should that read fail, failed() says so and the next commit refuses.
   std::span<std::byte, kBlockSize> modify(uint64_t block);
+  // Drops clean blocks down to half the cache limit. Call between operations only.
+  void trim();
+  const std::optional<Error>& failed() const { return failed_; }
   // A newly allocated metadata block: zeroed, in the running transaction, never read.
   std::span<std::byte, kBlockSize> fresh(uint64_t block);
   // Keeps `block` cached for good (allocation bitmaps: changed often, never re-read).
@@ -88,10 +92,14 @@ class MetaStore {
   // filesystem lock.
   mutable std::mutex images_mutex_;
   std::unordered_map<uint64_t, BlockImage> images_;
+  // Images of the commit in flight: readable (they are newer than home), but not yet in
+  // images_, which a checkpoint may write home only once they are durable in the journal.
+  std::unordered_map<uint64_t, BlockImage> committing_;
+  std::optional<Error> failed_;
+  AlignedBuffer scratch_{kBlockSize};  // what modify() hands out after a failed read
   uint64_t last_sequence_ = 0;
   uint64_t last_transaction_ = 0;
   MetaStats stats_;
-  void evict();
 };
 
 }  // namespace stripefs::fs

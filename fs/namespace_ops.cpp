@@ -48,7 +48,7 @@ Result<Attr> Filesystem::lookup(uint64_t parent, std::string_view name) {
 }
 
 void Filesystem::forget(uint64_t ino, uint64_t lookups) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   auto it = inode_cache_.find(ino);
   if (it == inode_cache_.end()) return;
   Inode& inode = *it->second;
@@ -64,7 +64,7 @@ Result<Attr> Filesystem::getattr(uint64_t ino) {
 }
 
 Result<Attr> Filesystem::setattr(uint64_t ino, const SetAttr& change) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return fail(r.error());
   auto found = get_inode(ino);
   if (!found) return fail(found.error());
@@ -92,7 +92,7 @@ Result<Attr> Filesystem::setattr(uint64_t ino, const SetAttr& change) {
 
 Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
                                const Caller& caller) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return fail(r.error());
   if (auto r = check_name(name); !r) return fail(r.error());
   const uint32_t type = mode & S_IFMT;
@@ -134,7 +134,7 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
 
 Result<Attr> Filesystem::symlink(uint64_t parent, std::string_view name, std::string_view target,
                                  const Caller& caller) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return fail(r.error());
   if (auto r = check_name(name); !r) return fail(r.error());
   if (target.empty()) return fail(ENOENT, "empty symlink target");
@@ -195,7 +195,7 @@ Result<std::string> Filesystem::readlink(uint64_t ino) {
 }
 
 Result<Attr> Filesystem::link(uint64_t ino, uint64_t parent, std::string_view name) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return fail(r.error());
   if (auto r = check_name(name); !r) return fail(r.error());
   auto found = get_inode(ino);
@@ -220,7 +220,7 @@ Result<Attr> Filesystem::link(uint64_t ino, uint64_t parent, std::string_view na
 }
 
 Result<void> Filesystem::unlink(uint64_t parent, std::string_view name) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return r;
   auto dir = get_inode(parent);
   if (!dir) return fail(dir.error());
@@ -242,7 +242,7 @@ Result<void> Filesystem::unlink(uint64_t parent, std::string_view name) {
 }
 
 Result<void> Filesystem::rmdir(uint64_t parent, std::string_view name) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return r;
   if (name == ".") return fail(EINVAL, "cannot remove '.'");
   if (name == "..") return fail(ENOTEMPTY, "cannot remove '..'");
@@ -271,7 +271,7 @@ Result<void> Filesystem::rmdir(uint64_t parent, std::string_view name) {
 
 Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
                                 std::string_view new_name, unsigned flags) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return r;
   if ((flags & kRenameNoReplace) && (flags & kRenameExchange)) return fail(EINVAL, "bad flags");
   if (flags & ~(kRenameNoReplace | kRenameExchange)) return fail(EINVAL, "unsupported flags");
@@ -388,7 +388,7 @@ Result<void> Filesystem::open(uint64_t ino) {
 }
 
 void Filesystem::release(uint64_t ino) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   auto it = inode_cache_.find(ino);
   if (it == inode_cache_.end()) return;
   Inode& n = *it->second;

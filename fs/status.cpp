@@ -69,6 +69,7 @@ nlohmann::json stats_json(Array& array, Filesystem& fs) {
             {"bytes_copied_in", f.bytes_copied_in},
             {"edge_fill_bytes", f.edge_fill_bytes},
             {"writeback_bytes", f.writeback_bytes},
+            {"writeback_done_bytes", f.writeback_done_bytes},
             {"writebacks", f.writebacks},
             {"full_stripe_writebacks", f.full_stripe_writebacks}}},
           {"metadata",

@@ -57,7 +57,7 @@ Result<void> Filesystem::store_xattrs(Inode& inode, const std::vector<Xattr>& at
 
 Result<void> Filesystem::setxattr(uint64_t ino, std::string_view name, std::string_view value,
                                   int flags) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return r;
   if (auto r = check_namespace(name); !r) return r;
   if (value.size() > 65536) return fail(E2BIG, "attribute value too large");
@@ -101,7 +101,7 @@ Result<std::vector<std::string>> Filesystem::listxattr(uint64_t ino) {
 }
 
 Result<void> Filesystem::removexattr(uint64_t ino, std::string_view name) {
-  Lock lock(mutex_);
+  Lock lock = change_lock();
   if (auto r = check_writable(); !r) return r;
   auto found = get_inode(ino);
   if (!found) return fail(found.error());

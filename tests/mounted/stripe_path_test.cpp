@@ -44,7 +44,7 @@ TEST_F(StripePath, StreamingOneGibibyteIsFullStripesWithoutReads) {
     auto now = daemon_query(fs_.root().string(), "stats");
     ASSERT_TRUE(now) << now.error();
     during = *now;
-    if (counter(during, "filesystem", "writeback_bytes") >= kGiB - kMiB) break;
+    if (counter(during, "filesystem", "writeback_done_bytes") >= kGiB - kMiB) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const uint64_t full = counter(during, "volume", "full_stripe_bytes") -

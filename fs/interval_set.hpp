@@ -1,0 +1,26 @@
+// A set of uint64_t kept as disjoint half-open intervals: file blocks promised to delayed
+// allocation, or in flight to the volume.
+#pragma once
+#include <cstdint>
+#include <map>
+
+namespace stripefs::fs {
+
+class IntervalSet {
+ public:
+  // Adds [first, end); returns how many values were not in the set before.
+  uint64_t add(uint64_t first, uint64_t end);
+  // Removes [first, end); returns how many values were in the set.
+  uint64_t remove(uint64_t first, uint64_t end);
+  // How many values of [first, end) are in the set.
+  uint64_t count(uint64_t first, uint64_t end) const;
+  bool overlaps(uint64_t first, uint64_t end) const { return count(first, end) > 0; }
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::map<uint64_t, uint64_t> runs_;  // first -> end
+  uint64_t size_ = 0;
+};
+
+}  // namespace stripefs::fs
