@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -50,7 +52,8 @@ Result<DeviceLimits> block_device_limits(unsigned major, unsigned minor) {
   return limits;
 }
 
-Result<std::unique_ptr<FileMember>> FileMember::open(const std::string& path, IoEngine& engine) {
+Result<std::unique_ptr<FileMember>> FileMember::open(const std::string& path, IoEngine& engine,
+                                                     InMemory in_memory_io) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     return fail(errno, "member {}: {}", path, std::strerror(errno));
@@ -59,9 +62,14 @@ Result<std::unique_ptr<FileMember>> FileMember::open(const std::string& path, Io
   if (!block && !S_ISREG(st.st_mode)) {
     return fail(EINVAL, "member {}: not a block device or regular file", path);
   }
-  int flags = O_RDWR | O_CLOEXEC | O_DIRECT | (block ? O_EXCL : 0);
+  // A file on tmpfs lives in memory already: O_DIRECT there bypasses nothing, and io_uring
+  // hands such reads to a worker thread (tens of microseconds, against a few buffered).
+  struct statfs on {};
+  const bool in_memory = in_memory_io == InMemory::automatic && !block &&
+                         ::statfs(path.c_str(), &on) == 0 && on.f_type == TMPFS_MAGIC;
+  int flags = O_RDWR | O_CLOEXEC | (in_memory ? 0 : O_DIRECT) | (block ? O_EXCL : 0);
   int fd = ::open(path.c_str(), flags);
-  bool direct = true;
+  bool direct = !in_memory;
   if (fd < 0 && errno == EINVAL && !block) {
     // Some filesystems (older tmpfs, some FUSE mounts) refuse O_DIRECT on files.
     raid_log().warn("member {}: O_DIRECT refused, falling back to buffered I/O", path);
@@ -112,7 +120,58 @@ FileMember::~FileMember() {
 }
 
 void FileMember::submit(MemberRequest request) {
-  engine_.submit(fd_, std::move(request));
+  if (direct_ || block_device_) {
+    engine_.submit(fd_, std::move(request));
+    return;
+  }
+  // A file in memory (tmpfs): the "I/O" is a copy to or from the page cache, done here and
+  // now, as memory members do; handing it to the ring thread would cost two wake-ups.
+  int64_t result = 0;
+  switch (request.op) {
+    case MemberOp::flush:
+      result = fdatasync(fd_) == 0 ? 0 : -errno;
+      break;
+    case MemberOp::read:
+    case MemberOp::write: {
+      const auto count = static_cast<int>(request.iov.size());
+      uint64_t offset = request.offset;
+      const uint64_t total = request.length();
+      int64_t done = 0;
+      // Short transfers are retried until nothing more moves.
+      while (static_cast<uint64_t>(done) < total) {
+        std::vector<iovec> rest;
+        uint64_t skip = static_cast<uint64_t>(done);
+        for (int i = 0; i < count; ++i) {
+          iovec v = request.iov[i];
+          if (skip >= v.iov_len) {
+            skip -= v.iov_len;
+            continue;
+          }
+          v.iov_base = static_cast<char*>(v.iov_base) + skip;
+          v.iov_len -= skip;
+          skip = 0;
+          rest.push_back(v);
+        }
+        const int flags = request.fua ? RWF_DSYNC : 0;
+        const ssize_t n = request.op == MemberOp::read
+                              ? preadv2(fd_, rest.data(), static_cast<int>(rest.size()),
+                                        static_cast<off_t>(offset), 0)
+                              : pwritev2(fd_, rest.data(), static_cast<int>(rest.size()),
+                                         static_cast<off_t>(offset), flags);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          done = -errno;
+          break;
+        }
+        if (n == 0) break;  // past the end: a short transfer, as io_uring reports it
+        done += n;
+        offset += static_cast<uint64_t>(n);
+      }
+      result = done;
+      break;
+    }
+  }
+  if (request.done) request.done(result);
 }
 
 }  // namespace stripefs

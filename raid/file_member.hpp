@@ -12,8 +12,14 @@ namespace stripefs {
 
 class FileMember final : public Member {
  public:
+  // How a file on tmpfs is driven: `automatic` copies to and from it on the submitting
+  // thread (it is memory; the ring would only add two thread wake-ups per request), `ring`
+  // drives it like any device, through the IoEngine with O_DIRECT (tests and benchmarks of
+  // the ring path use it). Other files and block devices always go through the ring.
+  enum class InMemory : uint8_t { automatic, ring };
   // Opens `path` (block device: exclusively, as md does). `engine` must outlive the member.
-  static Result<std::unique_ptr<FileMember>> open(const std::string& path, IoEngine& engine);
+  static Result<std::unique_ptr<FileMember>> open(const std::string& path, IoEngine& engine,
+                                                  InMemory in_memory = InMemory::automatic);
   ~FileMember() override;
 
   void submit(MemberRequest request) override;

@@ -28,7 +28,8 @@ Result<std::unique_ptr<MemberFiles>> MemberFiles::create(const std::string& dir,
     ::close(fd);
     if (rc != 0) return fail(rc, "{}: cannot allocate {} bytes: {}", path, size, std::strerror(rc));
     files->paths_.push_back(path);
-    auto member = FileMember::open(path, engine);
+    // The benchmarks measure the ring path, also on tmpfs.
+    auto member = FileMember::open(path, engine, FileMember::InMemory::ring);
     if (!member) return fail(member.error());
     files->members_.push_back(std::move(*member));
   }

@@ -303,7 +303,7 @@ TEST(StripeJournal, CheckpointsOnIoUringMembersDoNotDeadlock) {
     int fd = ::open(path.c_str(), O_CREAT | O_RDWR, 0600);
     EXPECT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
     ::close(fd);
-    auto m = FileMember::open(path, **engine);
+    auto m = FileMember::open(path, **engine, FileMember::InMemory::ring);
     EXPECT_TRUE(m) << m.error().message;
     files.push_back(std::move(*m));
     return files.back().get();

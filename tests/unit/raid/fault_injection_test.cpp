@@ -211,7 +211,7 @@ TEST(FaultInjection, UnregisteredRegionAtAReusedAddressIsNotUsed) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
   ::close(fd);
-  auto m = FileMember::open(path, **engine);
+  auto m = FileMember::open(path, **engine, FileMember::InMemory::ring);
   ASSERT_TRUE(m);
   const size_t len = 1 << 20;
   void* a = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

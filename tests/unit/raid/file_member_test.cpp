@@ -17,7 +17,8 @@ namespace {
 class FileMemberTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/dev/shm/stripefs-test-XXXXXX";
+    // Not tmpfs: files there skip O_DIRECT and the ring (see InMemoryFilesSkipTheRing).
+    char pattern[] = "/var/tmp/stripefs-test-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     dir_ = pattern;
     auto engine = IoEngine::create(64);
@@ -82,6 +83,35 @@ TEST_F(FileMemberTest, ReadWriteFlushRoundTrip) {
   auto past = member_read(m, (4 << 20) - 4096, back.span());
   ASSERT_FALSE(past);
   EXPECT_NE(past.error().message.find("short read"), std::string::npos);
+}
+
+TEST_F(FileMemberTest, InMemoryFilesSkipTheRing) {
+  char pattern[] = "/dev/shm/stripefs-test-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  const std::string path = dir + "/m";
+  int fd = ::open(path.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4 << 20), 0);
+  ::close(fd);
+  {
+    auto m = FileMember::open(path, *engine_);
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_FALSE((*m)->direct_io());
+    const uint64_t before = engine_->stats().requests;
+    AlignedBuffer data = test::random_buffer(64 * 1024, 3);
+    // Scattered iovecs, FUA, flush: all done on this thread, none through the ring.
+    ASSERT_TRUE(member_write(**m, 4096, data.span(), /*fua=*/true));
+    ASSERT_TRUE(member_flush(**m));
+    AlignedBuffer back(data.size());
+    ASSERT_TRUE(member_read(**m, 4096, back.span()));
+    EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
+    EXPECT_EQ(engine_->stats().requests, before);
+    auto past = member_read(**m, (4 << 20) - 4096, back.span());
+    ASSERT_FALSE(past);
+    EXPECT_NE(past.error().message.find("short read"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(FileMemberTest, RegisteredBuffersGoOutAsFixedRequests) {
