@@ -1,6 +1,6 @@
 // The FUSE low-level operations table over a Filesystem.
 #pragma once
-#define FUSE_USE_VERSION 34
+#define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
 #include "filesystem.hpp"
