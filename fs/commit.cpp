@@ -19,12 +19,36 @@ Filesystem::~Filesystem() {
       return true;
     });
   }
+  stop_threads();
+}
+
+void Filesystem::stop_threads() {
   {
     std::lock_guard lock(work_mutex_);
     stopping_ = true;
   }
   work_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  {
+    std::lock_guard lock(submit_mutex_);
+    submit_stopping_ = true;
+  }
+  submit_cv_.notify_all();
+  if (submitter_.joinable()) submitter_.join();
+}
+
+void Filesystem::submit_loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(submit_mutex_);
+      submit_cv_.wait(lock, [&] { return submit_stopping_ || !submits_.empty(); });
+      if (submits_.empty()) return;
+      task = std::move(submits_.front());
+      submits_.pop_front();
+    }
+    task();
+  }
 }
 
 Result<std::unique_ptr<Filesystem>> Filesystem::mount(Volume& volume, FsOptions options) {
@@ -84,6 +108,7 @@ Result<void> Filesystem::start() {
     ++sb_.mount_count;
     if (auto r = write_superblock(FsState::mounted); !r) return r;
   }
+  submitter_ = std::thread([this] { submit_loop(); });
   worker_ = std::thread([this] { worker_loop(); });
   return {};
 }
@@ -214,12 +239,7 @@ Result<void> Filesystem::unmount() {
   }
   if (auto r = commit(); !r) return r;
   if (auto r = checkpoint(); !r) return r;
-  {
-    std::lock_guard lock(work_mutex_);
-    stopping_ = true;
-  }
-  work_cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  stop_threads();
   return write_superblock(FsState::clean);
 }
 

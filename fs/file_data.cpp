@@ -37,7 +37,17 @@ struct ReadPlan {
 
 Result<void> run_plan(Volume& volume, const ReadPlan& plan, uint64_t begin,
                       std::span<std::byte> dest) {
-  std::memset(dest.data(), 0, dest.size());
+  // Zeros go only where neither the volume nor the cache supplies bytes (holes).
+  std::vector<std::pair<uint64_t, uint64_t>> covered;
+  for (const auto& v : plan.volume) covered.emplace_back(v.offset - begin, v.length);
+  for (const auto& c : plan.cached) covered.emplace_back(c.offset - begin, c.length);
+  std::sort(covered.begin(), covered.end());
+  uint64_t at = 0;
+  for (auto [offset, length] : covered) {
+    if (offset > at) std::memset(dest.data() + at, 0, offset - at);
+    at = std::max(at, offset + length);
+  }
+  if (at < dest.size()) std::memset(dest.data() + at, 0, dest.size() - at);
   if (!plan.volume.empty()) {
     std::vector<VolumePiece> pieces;
     for (const auto& v : plan.volume) {
@@ -269,7 +279,7 @@ Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
   const uint64_t epoch = epoch_;
   ++active_reads_[epoch];
   lock.unlock();
-  auto buffer = std::make_shared<AlignedBuffer>(end - begin);
+  auto buffer = buffers_->get(end - begin);
   auto r = run_plan(volume_, plan, begin, buffer->span());
   finish_read(epoch);
   if (!r) {
@@ -335,7 +345,7 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
   if (auto r = load_extents(**found); !r) return fail(r.error());
   throttle(lock);
   const uint64_t begin = align_down(offset), end = align_up(offset + size);
-  auto buffer = std::make_shared<AlignedBuffer>(end - begin);
+  auto buffer = buffers_->get(end - begin);
   // The one copy of the payload, outside the lock.
   lock.unlock();
   auto copied = copy(buffer->span().subspan(offset - begin, size));
@@ -488,12 +498,19 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   ++inode.writebacks;
   ++stats_.writebacks;
   stats_.writeback_bytes += job->bytes;
-  // The completion may run on an I/O thread: it only queues work for the worker.
-  volume_.write(std::move(pieces), [this, job](Result<void> result) {
-    post([this, job, result = std::move(result)]() mutable {
-      writeback_done(job, std::move(result));
+  // The submitter hands it to the Volume; the completion, which may run on an I/O thread,
+  // only queues work for the worker.
+  {
+    std::lock_guard submit_lock(submit_mutex_);
+    submits_.push_back([this, job, pieces = std::move(pieces)]() mutable {
+      volume_.write(std::move(pieces), [this, job](Result<void> result) {
+        post([this, job, result = std::move(result)]() mutable {
+          writeback_done(job, std::move(result));
+        });
+      });
     });
-  });
+  }
+  submit_cv_.notify_one();
   return {};
 }
 
@@ -602,7 +619,7 @@ Result<std::shared_ptr<AlignedBuffer>> Filesystem::zero_range_in_cache(Inode& in
                                                                        uint64_t offset,
                                                                        uint64_t end, Lock& lock) {
   const uint64_t begin = align_down(offset), stop = align_up(end);
-  auto buffer = std::make_shared<AlignedBuffer>(stop - begin);
+  auto buffer = buffers_->get(stop - begin);
   if (auto r = fill_from_volume(inode, begin, buffer->span(), lock); !r) return fail(r.error());
   std::memset(buffer->data() + (offset - begin), 0, end - offset);
   if (auto r = reserve_delalloc(inode, begin, stop, lock); !r) return fail(r.error());

@@ -28,6 +28,7 @@
 #include <vector>
 #include "aligned_buffer.hpp"
 #include "allocator.hpp"
+#include "data_buffers.hpp"
 #include "format.hpp"
 #include "journal.hpp"
 #include "meta_store.hpp"
@@ -253,6 +254,18 @@ class Filesystem {
   uint64_t metadata_reserve_ = 0;   // blocks only metadata may take (commits must not fail)
   std::optional<Error> failed_;
   FsStats stats_;
+
+  std::shared_ptr<DataBuffers> buffers_ = DataBuffers::create(64u << 20);
+
+  // The submitter hands writeback jobs to the Volume, off the filesystem lock and off the
+  // FUSE threads (on memory members the Volume copies and computes parity right there).
+  std::thread submitter_;
+  std::mutex submit_mutex_;
+  std::condition_variable submit_cv_;
+  std::deque<std::function<void()>> submits_;
+  bool submit_stopping_ = false;
+  void submit_loop();
+  void stop_threads();
 
   // The worker: completions, the writeback timer, the commit timer.
   std::thread worker_;

@@ -32,6 +32,9 @@ class AlignedBuffer {
 
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
+  // Changes the visible size; `size` must not exceed what was allocated (pools reuse one
+  // allocation for requests of different sizes).
+  void set_size(size_t size) { size_ = size; }
   std::span<std::byte> span() const { return {data_, size_}; }
   void zero() { std::memset(data_, 0, size_); }
 

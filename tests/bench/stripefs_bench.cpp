@@ -4,6 +4,7 @@
 
 #include "bitmap_bench.hpp"
 #include "demo.hpp"
+#include "dir_bench.hpp"
 #include "raid_bench.hpp"
 #include "units.hpp"
 
@@ -47,6 +48,14 @@ int main(int argc, char** argv) {
   bitmap_cmd->add_option("--depth", bitmap.depth, "writes in flight (default 16)");
   bitmap_cmd->add_option("--repeat", bitmap.repeat, "passes; figures are medians (default 5)");
 
+  stripefs::bench::DirBenchOptions dir;
+  auto* dir_cmd = app.add_subcommand(
+      "dir", "name lookups in a directory of 1,000 names vs one of 1,000,000 (no FUSE)");
+  dir_cmd->add_option("--small", dir.small, "names in the small directory (default 1000)");
+  dir_cmd->add_option("--large", dir.large, "names in the large directory (default 1000000)");
+  dir_cmd->add_option("--lookups", dir.lookups, "lookups per pass (default 200000)");
+  dir_cmd->add_option("--repeat", dir.repeat, "passes; figures are medians (default 5)");
+
   stripefs::bench::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand(
       "demo", "create an array on member files, exercise it and check every step");
@@ -63,6 +72,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
+  if (dir_cmd->parsed()) return stripefs::bench::run_dir_bench(dir);
   if (raid_cmd->parsed()) {
     uint64_t chunk_bytes = 0;
     for (auto [text, target] :
