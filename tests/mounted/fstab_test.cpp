@@ -1,0 +1,140 @@
+// The filesystem as mount(8) and /etc/fstab see it: `mount -t fuse.stripefs SOURCE DIR -o
+// OPTIONS` runs mount.fuse3, which runs the stripefs daemon (found on PATH), and the daemon
+// detaches once the mount is up. Bad options are refused in one line.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "mounted_fixture.hpp"
+
+namespace stripefs::test {
+namespace {
+
+namespace fsys = std::filesystem;
+
+struct Command {
+  int status;
+  std::string output;
+};
+
+Command run(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::string out;
+  char buffer[4096];
+  size_t n;
+  while (pipe != nullptr && (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  return {status, out};
+}
+
+std::string fstype_of(const std::string& mountpoint) {
+  std::ifstream info("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(info, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, rest;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point != mountpoint) continue;
+    while (fields >> rest && rest != "-") {
+    }
+    std::string type;
+    fields >> type;
+    return type;
+  }
+  return "";
+}
+
+class FstabMount : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char name[] = "/var/tmp/stripefs-fstab-XXXXXX";
+    ASSERT_NE(mkdtemp(name), nullptr);
+    dir_ = name;
+    mnt_ = dir_ + "/mnt";
+    fsys::create_directory(mnt_);
+    for (int i = 0; i < 4; ++i) {
+      const std::string m = dir_ + "/m" + std::to_string(i);
+      fsys::resize_file((std::ofstream(m), m), 256ull << 20);
+      source_ += (i ? ":" : "") + m;
+    }
+    std::string mkfs = STRIPEFS_MKFS_PATH;
+    if (const char* env = std::getenv("STRIPEFS_MKFS_PATH")) mkfs = env;
+    std::string daemon = STRIPEFS_MOUNT_PATH;
+    if (const char* env = std::getenv("STRIPEFS_MOUNT_PATH")) daemon = env;
+    bin_dir_ = fsys::path(daemon).parent_path().string();
+    const Command made =
+        run(mkfs + " -q -l 5 -n 4 " + dir_ + "/m0 " + dir_ + "/m1 " + dir_ + "/m2 " + dir_ + "/m3");
+    ASSERT_EQ(made.status, 0) << made.output;
+  }
+  void TearDown() override {
+    if (!fstype_of(mnt_).empty()) run("umount -l '" + mnt_ + "'");
+    wait_for_daemon_exit();
+    fsys::remove_all(dir_);
+  }
+  // What `mount -t fuse.stripefs` and an fstab line run: mount.fuse3 with the type. (mount(8)
+  // itself gives its helpers a fixed PATH, where the build tree's daemon is not.)
+  Command mount(const std::string& options) {
+    return run("PATH='" + bin_dir_ + "':\"$PATH\" mount.fuse3 '" + source_ + "' '" + mnt_ +
+               "' -t stripefs -o '" + options + "'");
+  }
+  // The daemon holds a lock on every member until it has flushed and exited.
+  bool wait_for_daemon_exit() {
+    const std::string m0 = dir_ + "/m0";
+    for (int i = 0; i < 600; ++i) {
+      const int fd = ::open(m0.c_str(), O_RDONLY);
+      if (fd < 0) return true;
+      const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+      ::close(fd);
+      if (free) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  std::string dir_, mnt_, source_, bin_dir_;
+};
+
+TEST_F(FstabMount, MountTypeFuseStripefsMountsAndRemounts) {
+  if (std::getenv("STRIPEFS_TEST_TARGET") != nullptr) GTEST_SKIP() << "needs the daemon";
+  const Command mounted = mount("allow_other,writeback_delay=1");
+  ASSERT_EQ(mounted.status, 0) << mounted.output;
+  EXPECT_EQ(fstype_of(mnt_), "fuse.stripefs");
+  { std::ofstream(mnt_ + "/hello") << "from fstab\n"; }
+  const Command unmounted = run("umount '" + mnt_ + "'");
+  ASSERT_EQ(unmounted.status, 0) << unmounted.output;
+  ASSERT_TRUE(wait_for_daemon_exit()) << "the daemon did not exit after umount";
+  const Command again = mount("ro");
+  ASSERT_EQ(again.status, 0) << again.output;
+  std::string line;
+  std::getline(std::ifstream(mnt_ + "/hello"), line);
+  EXPECT_EQ(line, "from fstab");
+  // Read-only: the kernel refuses writes before they reach the daemon.
+  EXPECT_FALSE(std::ofstream(mnt_ + "/new").good() && fsys::exists(mnt_ + "/new"));
+}
+
+TEST_F(FstabMount, BadOptionsAndSourcesAreOneClearLine) {
+  if (std::getenv("STRIPEFS_TEST_TARGET") != nullptr) GTEST_SKIP() << "needs the daemon";
+  const Command bad_size = mount("cache_size=lots");
+  EXPECT_NE(bad_size.status, 0);
+  EXPECT_NE(bad_size.output.find("cache_size=lots: not a size of at least 16M"), std::string::npos)
+      << bad_size.output;
+  const Command bad_threads = mount("io_threads=0");
+  EXPECT_NE(bad_threads.status, 0);
+  EXPECT_NE(bad_threads.output.find("io_threads must be between 1 and 256"), std::string::npos)
+      << bad_threads.output;
+  source_ += ":" + dir_ + "/missing";
+  const Command missing = mount("defaults");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.output.find("missing: No such file or directory"), std::string::npos)
+      << missing.output;
+  EXPECT_TRUE(fstype_of(mnt_).empty());
+}
+
+}  // namespace
+}  // namespace stripefs::test
