@@ -137,13 +137,23 @@ Result<void> Filesystem::commit() {
       fail_filesystem(*meta_->failed());
       return fail(EIO, "{}", failed_->message);
     }
-    for (auto& [ino, inode] : inode_cache_) {
-      if (inode->dirty || inode->extents_dirty) {
-        if (auto r = store_inode(*inode); !r) {
+    for (uint64_t ino : dirty_inodes_) {
+      auto it = inode_cache_.find(ino);
+      if (it == inode_cache_.end()) continue;
+      Inode& inode = *it->second;
+      if (inode.dirty || inode.extents_dirty) {
+        if (auto r = store_inode(inode); !r) {
           fail_filesystem(r.error());
           return r;
         }
       }
+    }
+    // Stored now: those nobody refers to any more may leave the cache.
+    std::vector<uint64_t> stored(dirty_inodes_.begin(), dirty_inodes_.end());
+    dirty_inodes_.clear();
+    for (uint64_t ino : stored) {
+      if (auto it = inode_cache_.find(ino); it != inode_cache_.end())
+        maybe_evict(*it->second, lock);
     }
     snapshot = meta_->take_snapshot();
   }
@@ -181,7 +191,9 @@ Result<void> Filesystem::checkpoint() {
 // quarter of the journal is committed first, so no transaction outgrows the journal.
 Filesystem::Lock Filesystem::change_lock() {
   Lock lock(mutex_);
-  while (!failed_ && meta_->dirty_blocks() > journal_->capacity_blocks() / 4) {
+  // Dirty inodes count too: each may dirty its table block at commit.
+  while (!failed_ &&
+         meta_->dirty_blocks() + dirty_inodes_.size() > journal_->capacity_blocks() / 4) {
     lock.unlock();
     auto r = commit();
     if (r && meta_->checkpoint_due()) r = checkpoint();
@@ -269,7 +281,7 @@ void Filesystem::worker_loop() {
     size_t dirty_blocks = 0;
     {
       Lock lock(mutex_);
-      dirty_blocks = meta_->dirty_blocks();
+      dirty_blocks = meta_->dirty_blocks() + dirty_inodes_.size();
       meta_->trim();  // between operations: nothing holds a span into the cache
       const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
       for (auto& [ino, inode] : inode_cache_) {

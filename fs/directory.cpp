@@ -114,14 +114,22 @@ Result<std::optional<DirEntry>> Filesystem::dir_find(Inode& dir, std::string_vie
   auto header = dir_header(dir);
   if (!header) return fail(header.error());
   const uint64_t key = name_key(name);
-  auto chain = read_chain(
-      bucket_of(*header, key).first, [&](uint64_t fb) { return map_block(dir, fb); }, *meta_,
-      dir.ino);
-  if (!chain) return fail(chain.error());
-  for (const ChainBlock& c : *chain) {
-    for (const DirEntry& e : c.bucket.entries) {
-      if (e.key == key && e.name == name) return std::optional<DirEntry>(e);
+  uint64_t file_block = 1 + bucket_of(*header, key).first;
+  for (int hops = 0; file_block != 0; ++hops) {
+    if (hops > 100000) return fail(EIO, "directory {}: overflow chain loops", dir.ino);
+    auto block = map_block(dir, file_block);
+    if (!block) return fail(block.error());
+    if (*block == 0) {
+      return fail(EIO, "directory {}: file block {} is not mapped", dir.ino, file_block);
     }
+    auto image = meta_->read(*block);
+    if (!image) return fail(image.error());
+    auto found = find_in_dir_bucket(*image, *block, key, name, &file_block);
+    if (!found) {
+      fs_log().error("directory {}: {}", dir.ino, found.error().message);
+      return fail(EIO, "directory {}: {}", dir.ino, found.error().message);
+    }
+    if (*found) return found;
   }
   return std::optional<DirEntry>();
 }

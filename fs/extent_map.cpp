@@ -167,6 +167,7 @@ void Filesystem::insert_extent(Inode& inode, Extent extent) {
     inode.extents.erase(next);
   }
   inode.extents_dirty = true;
+  dirty_inodes_.insert(inode.ino);
 }
 
 // Removes the mappings of file blocks [first, end), freeing their volume blocks.
@@ -204,6 +205,7 @@ Result<void> Filesystem::free_range(Inode& inode, uint64_t first, uint64_t end) 
     free_blocks(physical, cut_end - cut_begin);
     inode.disk.blocks -= cut_end - cut_begin;
     inode.extents_dirty = true;
+    dirty_inodes_.insert(inode.ino);
     dirty(inode);
   }
   return {};

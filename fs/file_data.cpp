@@ -560,6 +560,7 @@ void Filesystem::settle_extents(Inode& inode, uint64_t first, uint64_t end, bool
     }
   }
   inode.extents_dirty = true;
+  dirty_inodes_.insert(inode.ino);
   dirty(inode);
 }
 

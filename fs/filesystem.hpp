@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 #include "aligned_buffer.hpp"
 #include "allocator.hpp"
@@ -161,7 +162,7 @@ class Filesystem {
   // inodes (inode_table.cpp)
   Result<Inode*> get_inode(uint64_t ino);
   Result<Inode*> new_inode(uint32_t mode, const Caller& caller, uint64_t parent);
-  static void dirty(Inode& inode);
+  void dirty(Inode& inode);  // its disk fields or extents changed: stored at the next commit
   Result<void> store_inode(Inode& inode);  // into its table block (at commit)
   void maybe_evict(Inode& inode, Lock& lock);
   Result<void> destroy_inode(Inode& inode, Lock& lock);
@@ -243,6 +244,7 @@ class Filesystem {
   mutable std::mutex mutex_;
   std::condition_variable writeback_cv_;  // with mutex_: writebacks finished
   std::unordered_map<uint64_t, std::unique_ptr<Inode>> inode_cache_;
+  std::unordered_set<uint64_t> dirty_inodes_;  // to store into their table blocks at commit
   uint64_t cached_bytes_ = 0;  // bytes of file data in cache maps (dirty and in flight)
   // Frees become reusable once a checkpoint covers them and every read that might still use
   // an older mapping (one that started before that checkpoint) is done.

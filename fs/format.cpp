@@ -496,6 +496,37 @@ Result<DirBucket> decode_dir_bucket(std::span<const std::byte, kBlockSize> in, u
   return b;
 }
 
+Result<std::optional<DirEntry>> find_in_dir_bucket(std::span<const std::byte, kBlockSize> in,
+                                                   uint64_t self, uint64_t key,
+                                                   std::string_view name, uint64_t* overflow) {
+  if (auto ok = verify_block(in, BlockKind::dir_bucket, self); !ok) return fail(ok.error());
+  const uint16_t count = get_le<uint16_t>(in, kHeaderSize);
+  *overflow = get_le<uint64_t>(in, kHeaderSize + 4);
+  size_t at = kHeaderSize + 12;
+  for (uint16_t i = 0; i < count; ++i) {
+    if (at + 18 > kBlockSize) {
+      return fail(EUCLEAN, "directory bucket at volume block {}: entry {}: runs past the block",
+                  self, i);
+    }
+    const size_t length = get_le<uint8_t>(in, at + 17);
+    if (length == 0 || at + 18 + length > kBlockSize) {
+      return fail(EUCLEAN, "directory bucket at volume block {}: entry {}: field name_length", self,
+                  i);
+    }
+    if (get_le<uint64_t>(in, at + 8) == key && length == name.size() &&
+        std::memcmp(in.data() + at + 18, name.data(), length) == 0) {
+      DirEntry e;
+      e.ino = get_le<uint64_t>(in, at);
+      e.key = key;
+      e.type = get_le<uint8_t>(in, at + 16);
+      e.name = std::string(name);
+      return std::optional<DirEntry>(std::move(e));
+    }
+    at += 18 + length;
+  }
+  return std::optional<DirEntry>();
+}
+
 // ---------------------------------------------------------------- xattrs
 
 size_t xattr_bytes(std::span<const Xattr> attrs) {

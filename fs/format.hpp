@@ -15,6 +15,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -174,6 +175,11 @@ constexpr size_t kBucketCapacity = kBlockSize - kHeaderSize - 12;
 void encode_dir_bucket(const DirBucket& bucket, uint64_t self,
                        std::span<std::byte, kBlockSize> out);
 Result<DirBucket> decode_dir_bucket(std::span<const std::byte, kBlockSize> in, uint64_t self);
+// Looks for `name` (whose key is `key`) in a bucket block without decoding it all: the hot
+// path of lookup. Checks the block like decode_dir_bucket; `overflow` gets the next block.
+Result<std::optional<DirEntry>> find_in_dir_bucket(std::span<const std::byte, kBlockSize> in,
+                                                   uint64_t self, uint64_t key,
+                                                   std::string_view name, uint64_t* overflow);
 
 // ---- xattr block: every attribute of one inode ----
 struct Xattr {

@@ -59,5 +59,6 @@ uint64_t monotonic_ns();
 namespace stripefs::fs {
 inline void Filesystem::dirty(Inode& inode) {
   inode.dirty = true;
+  dirty_inodes_.insert(inode.ino);
 }
 }  // namespace stripefs::fs

@@ -71,9 +71,9 @@ Result<Filesystem::Inode*> Filesystem::new_inode(uint32_t mode, const Caller& ca
   d.generation = (old ? old->generation : static_cast<uint32_t>(ino)) + 1;
   d.parent = parent;
   inode->extents_loaded = true;
-  inode->dirty = true;
   Inode* raw = inode.get();
   inode_cache_[ino] = std::move(inode);
+  dirty(*raw);
   return raw;
 }
 

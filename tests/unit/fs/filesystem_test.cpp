@@ -249,3 +249,28 @@ TEST(Filesystem, StreamingWritesTakeTheFullStripePath) {
 
 }  // namespace
 }  // namespace stripefs::test
+
+namespace stripefs::test {
+namespace {
+
+// Many inodes created and forgotten between commits: every one is on disk after a remount.
+TEST(Filesystem, ManyForgottenInodesSurviveARemount) {
+  fs::MakeFsOptions make;
+  make.inode_count = 60000;
+  MemoryFs t(128ull << 20, make);
+  const uint64_t d = t.create(kRootInode, "d", S_IFDIR | 0755);
+  std::vector<uint64_t> inos;
+  for (int i = 0; i < 40000; ++i) {
+    inos.push_back(t.create(d, "n" + std::to_string(i)));
+    t.fs->forget(inos.back(), 1);
+  }
+  t.remount();
+  for (int i = 0; i < 40000; i += 997) {
+    auto a = t.fs->lookup(d, "n" + std::to_string(i));
+    ASSERT_TRUE(a.has_value()) << i << ": " << a.error().message;
+    EXPECT_EQ(a->ino, inos[i]);
+  }
+}
+
+}  // namespace
+}  // namespace stripefs::test
