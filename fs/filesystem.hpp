@@ -225,6 +225,7 @@ class Filesystem {
   void post(std::function<void()> task);
   Result<void> check_writable() const;
   Result<void> write_superblock(FsState state);
+  Result<void> free_orphans();
   void fail_filesystem(const Error& why);
 
   // xattrs (xattr.cpp)

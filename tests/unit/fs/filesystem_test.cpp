@@ -274,3 +274,29 @@ TEST(Filesystem, ManyForgottenInodesSurviveARemount) {
 
 }  // namespace
 }  // namespace stripefs::test
+
+namespace stripefs::test {
+namespace {
+
+// A file unlinked while open, then a crash: the next mount frees its blocks and inode.
+TEST(Filesystem, FilesUnlinkedWhileOpenAreFreedAfterACrash) {
+  MemoryFs t;
+  ASSERT_TRUE(t.fs->sync().has_value());
+  const fs::FsStatfs before = t.fs->statfs();
+  const uint64_t f = t.create(kRootInode, "held");
+  ASSERT_TRUE(t.fs->open(f).has_value());
+  std::vector<std::byte> data(8 << 20, std::byte{7});
+  ASSERT_TRUE(t.write(f, 0, data).has_value());
+  ASSERT_TRUE(t.fs->fsync(f, false).has_value());
+  ASSERT_TRUE(t.fs->unlink(kRootInode, "held").has_value());
+  ASSERT_TRUE(t.fs->sync().has_value());  // the unlink is durable, the inode still open
+  EXPECT_LT(t.fs->statfs().blocks_free, before.blocks_free - 2000);
+  t.crash_and_mount();
+  const fs::FsStatfs after = t.fs->statfs();
+  EXPECT_EQ(after.files_free, before.files_free);
+  EXPECT_EQ(after.blocks_free, before.blocks_free);
+  EXPECT_EQ(t.fs->getattr(f).error().code, ESTALE);
+}
+
+}  // namespace
+}  // namespace stripefs::test
