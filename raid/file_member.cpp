@@ -104,23 +104,25 @@ Result<std::unique_ptr<FileMember>> FileMember::open(const std::string& path, Io
       limits.logical_block = std::max<uint32_t>(sx.stx_dio_offset_align, 512);
     }
   }
-  return std::unique_ptr<FileMember>(new FileMember(path, size, limits, fd, engine, direct, block));
+  return std::unique_ptr<FileMember>(
+      new FileMember(path, size, limits, fd, engine, direct, block, in_memory));
 }
 
 FileMember::FileMember(std::string name, uint64_t size, DeviceLimits limits, int fd,
-                       IoEngine& engine, bool direct, bool block_device)
+                       IoEngine& engine, bool direct, bool block_device, bool inline_io)
     : Member(std::move(name), size, limits),
       fd_(fd),
       engine_(engine),
       direct_(direct),
-      block_device_(block_device) {}
+      block_device_(block_device),
+      inline_io_(inline_io) {}
 
 FileMember::~FileMember() {
   ::close(fd_);
 }
 
 void FileMember::submit(MemberRequest request) {
-  if (direct_ || block_device_) {
+  if (!inline_io_) {
     engine_.submit(fd_, std::move(request));
     return;
   }

@@ -28,12 +28,13 @@ class FileMember final : public Member {
 
  private:
   FileMember(std::string name, uint64_t size, DeviceLimits limits, int fd, IoEngine& engine,
-             bool direct, bool block_device);
+             bool direct, bool block_device, bool inline_io);
 
   int fd_;
   IoEngine& engine_;
   bool direct_;
   bool block_device_;
+  bool inline_io_;  // a tmpfs file driven on the submitting thread
 };
 
 // Limits of a block device from /sys/dev/block/MAJ:MIN/queue (the parent's for a

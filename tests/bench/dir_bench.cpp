@@ -55,6 +55,10 @@ double time_lookups(fs::Filesystem& fs, uint64_t dir, uint64_t entries, uint64_t
 }  // namespace
 
 int run_dir_bench(const DirBenchOptions& o) {
+  if (o.small == 0 || o.large == 0 || o.lookups == 0 || o.repeat == 0) {
+    std::fprintf(stderr, "stripefs-bench: --small, --large, --lookups and --repeat must be > 0\n");
+    return 2;
+  }
   constexpr unsigned kMembers = 4;
   constexpr uint32_t kChunk = 64 * 1024;
   const uint64_t member_size = 512ull << 20;

@@ -121,6 +121,7 @@ done
 # ---- dependencies ---------------------------------------------------------------------
 need_pkgs=()
 command -v fio >/dev/null || need_pkgs+=(fio)
+command -v python3 >/dev/null || need_pkgs+=(python3)  # parses fio's JSON, times file creation
 for t in "${only[@]}"; do
   if [ "$t" = btrfs ] && ! command -v mkfs.btrfs >/dev/null; then need_pkgs+=(btrfs-progs); fi
   if [ "$t" = passthrough ] && ! pkg-config --exists fuse3 2>/dev/null; then
