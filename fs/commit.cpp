@@ -10,8 +10,10 @@ Filesystem::Filesystem(Volume& volume, FsOptions options, FsSuperblock sb)
 
 Filesystem::~Filesystem() {
   if (worker_.joinable()) {
-    // Completions post to the worker and touch this object: let the I/O in flight finish.
+    // Completions post to the worker and touch this object: let the I/O in flight (and
+    // queued for the submitter) finish, with the worker still running, and start no more.
     Lock lock(mutex_);
+    draining_ = true;
     writeback_cv_.wait(lock, [&] {
       for (auto& [ino, inode] : inode_cache_) {
         if (inode->writebacks > 0) return false;
@@ -125,6 +127,7 @@ Result<void> Filesystem::free_orphans() {
   {
     Lock lock(mutex_);
     for (uint64_t index = 0; index < sb_.inode_count; ++index) {
+      if (index % 4096 == 0) meta_->trim();  // the scan must not hold the whole table
       if (!inodes_->busy(index)) continue;
       auto inode = get_inode(index + 1);
       if (!inode) {

@@ -1,7 +1,5 @@
 #include "data_buffers.hpp"
 
-#include <bit>
-
 namespace stripefs::fs {
 
 namespace {
@@ -12,8 +10,10 @@ std::shared_ptr<DataBuffers> DataBuffers::create(size_t limit) {
   return std::shared_ptr<DataBuffers>(new DataBuffers(limit));
 }
 
+// Capacities are 64 KiB multiples: close to what was asked (the cache's accounting counts
+// what was asked), and few enough kinds to be reused.
 size_t DataBuffers::bucket_of(size_t size) {
-  return std::bit_ceil(std::max(size, kSmallest));
+  return (std::max(size, kSmallest) + kSmallest - 1) / kSmallest * kSmallest;
 }
 
 std::shared_ptr<AlignedBuffer> DataBuffers::get(size_t size) {

@@ -157,6 +157,7 @@ void Filesystem::for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f
 // Space for `blocks` more blocks of data: what is free, less what is promised and the
 // metadata reserve. Space freed by unlinks waits for a checkpoint: force one when short.
 Result<void> Filesystem::ensure_space(uint64_t blocks, Lock& lock) {
+  if (blocks == 0) return {};  // overwrites of blocks the file owns need nothing
   for (int attempt = 0;; ++attempt) {
     if (blocks_->free_count() >= blocks + delalloc_reserved_ + metadata_reserve_) return {};
     if (attempt > 0 || blocks_->deferred_count() == 0) {
@@ -183,6 +184,7 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
   if (auto r = ensure_space(needed(), lock); !r) return r;
   // The lock may have been dropped: promise what is unmapped now, and check it still fits.
   const uint64_t need = needed();
+  if (need == 0) return {};
   if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
     return fail(ENOSPC, "no space left on the filesystem");
   }
@@ -413,7 +415,7 @@ void Filesystem::maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint
 
 Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock) {
   (void)lock;
-  if (inode.dirty_bytes == 0 || failed_) return {};
+  if (inode.dirty_bytes == 0 || failed_ || draining_) return {};
   if (auto r = load_extents(inode); !r) return r;
   // Cut ranges at the boundaries, so exactly [offset, end) goes.
   auto cut = [&](uint64_t at) {
@@ -703,7 +705,8 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
       const uint64_t want = std::min<uint64_t>(hole_end - b, kMaxExtentLength);
       // Blocks promised to dirty data over this hole are allocated now: their promise moves.
       const uint64_t promised = n.delalloc.count(b, b + want);
-      if (blocks_->free_count() < want - promised + delalloc_reserved_ + metadata_reserve_) {
+      if (want > promised &&
+          blocks_->free_count() < want - promised + delalloc_reserved_ + metadata_reserve_) {
         if (auto r = ensure_space(want - promised, lock); !r) return r;
         continue;  // the lock was dropped: look at the extents again
       }

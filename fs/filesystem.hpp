@@ -276,6 +276,7 @@ class Filesystem {
   std::condition_variable work_cv_;
   std::vector<std::function<void()>> work_;
   bool stopping_ = false;
+  bool draining_ = false;  // being destroyed without an unmount: no new writeback starts
 };
 
 }  // namespace stripefs::fs

@@ -517,6 +517,10 @@ Result<std::optional<DirEntry>> find_in_dir_bucket(std::span<const std::byte, kB
         std::memcmp(in.data() + at + 18, name.data(), length) == 0) {
       DirEntry e;
       e.ino = get_le<uint64_t>(in, at);
+      if (e.ino == 0) {
+        return fail(EUCLEAN, "directory bucket at volume block {}: entry {}: field ino is 0", self,
+                    i);
+      }
       e.key = key;
       e.type = get_le<uint8_t>(in, at + 16);
       e.name = std::string(name);

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "data_buffers.hpp"
 #include "fs/fs_test_util.hpp"
 
 namespace stripefs::test {
@@ -277,5 +278,66 @@ TEST(FsFaultInjection, FallocateMakesAnOverlongExtent) {
   EXPECT_TRUE(a.has_value()) << a.error().message;
   ASSERT_TRUE((*m)->unmount().has_value());
 }
+}  // namespace
+}  // namespace stripefs::test
+
+namespace stripefs::test {
+namespace {
+
+// Fills the filesystem until data writes fail, then takes the metadata reserve down too.
+void fill_past_reserve(MemoryFs& t, uint64_t log, const std::vector<std::byte>& data) {
+  ASSERT_TRUE(t.write(log, 0, data).has_value());
+  const uint64_t fill = t.create(kRootInode, "fill");
+  std::vector<std::byte> chunk(64 << 10, std::byte{7});
+  for (uint64_t off = 0; t.write(fill, off, chunk); off += chunk.size()) {
+  }
+  ASSERT_TRUE(t.fs->sync().has_value());
+  for (int i = 0; i < 2000; ++i) {  // directory blocks take no reserve check
+    if (!t.fs->mknod(kRootInode, "d" + std::to_string(i), S_IFDIR | 0755, 0, t.root)) break;
+  }
+  ASSERT_TRUE(t.fs->sync().has_value());
+}
+
+// Overwriting blocks a file owns needs no space, however full the filesystem.
+TEST(FsFaultInjection, OverwriteInPlaceOnFullFilesystem) {
+  MemoryFs t(16ull << 20);
+  const uint64_t log = t.create(kRootInode, "log");
+  fill_past_reserve(t, log, std::vector<std::byte>(1 << 20, std::byte{3}));
+  auto w = t.write(log, 8192, std::vector<std::byte>(4096, std::byte{9}));
+  EXPECT_TRUE(w.has_value()) << w.error().message;
+}
+
+// A truncate on a full filesystem never commits half done (the old size with a freed tail).
+TEST(FsFaultInjection, TruncateOnFullFilesystemCommitsWhole) {
+  MemoryFs t(16ull << 20);
+  const uint64_t log = t.create(kRootInode, "log");
+  auto data = pattern(1 << 20, 1);
+  fill_past_reserve(t, log, data);
+  fs::SetAttr c;
+  c.size = 5000;
+  ASSERT_TRUE(t.fs->setattr(log, c).has_value());
+  t.crash_and_mount();
+  auto a = t.fs->getattr(log);
+  ASSERT_TRUE(a.has_value());
+  if (a->size != 5000) {
+    EXPECT_TRUE(t.read(log, 0, data.size()) == data);
+  } else {
+    EXPECT_EQ(t.read(log, 0, 5000), std::vector<std::byte>(data.begin(), data.begin() + 5000));
+  }
+}
+
+TEST(DataBuffers, CapacityIsCloseToTheRequest) {
+  auto pool = fs::DataBuffers::create(64 << 20);
+  std::byte* first = nullptr;
+  {
+    auto a = pool->get(33 * 4096);
+    first = a->data();
+  }
+  EXPECT_NE(pool->get(256 * 1024)->data(), first);  // a 192 KiB allocation is not reused
+  auto b = pool->get(33 * 4096);
+  EXPECT_EQ(b->data(), first);  // but a request of the same capacity reuses it
+  EXPECT_EQ(b->size(), 33u * 4096);
+}
+
 }  // namespace
 }  // namespace stripefs::test
