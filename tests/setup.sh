@@ -17,13 +17,17 @@ if mountpoint -q "$mnt"; then
   echo "setup.sh: $mnt is already mounted"
   exit 0
 fi
-members=("$state/member-0" "$state/member-1" "$state/member-2" "$state/member-3")
-journal="$state/journal"
-if [ ! -e "${members[0]}" ]; then
+# Names of their own: the RAID-only demo (stripefs-bench demo) keeps member-N and journal/ here.
+members=("$state/fs-member-0" "$state/fs-member-1" "$state/fs-member-2" "$state/fs-member-3")
+journal="$state/fs-journal"
+created="$state/fs-created"  # written once mkfs succeeded: a failed first run starts over
+if [ ! -e "$created" ]; then
   # Sparse files: they take space only as the filesystem fills them.
+  rm -f "${members[@]}" "$journal"
   for m in "${members[@]}"; do truncate -s "$member_size" "$m"; done
   truncate -s 64M "$journal"
   "$top/build/fs/mkfs.stripefs" -l 5 -n 4 -c 64K -L demo --journal-device "$journal" "${members[@]}"
+  touch "$created"
 fi
 source=$(IFS=:; echo "${members[*]}")
 "$top/build/fs/stripefs" -o "journal_device=$journal,allow_other" "$source" "$mnt"
