@@ -53,19 +53,10 @@ Result<void> run_plan(Volume& volume, const ReadPlan& plan, uint64_t begin,
     for (const auto& v : plan.volume) {
       pieces.push_back({v.volume_block * kBlockSize, dest.subspan(v.offset - begin, v.length)});
     }
-    std::mutex m;
-    std::condition_variable cv;
-    bool finished = false;
-    Result<void> result;
-    volume.read(std::move(pieces), [&](Result<void> r) {
-      std::lock_guard lock(m);
-      result = std::move(r);
-      finished = true;
-      cv.notify_one();
-    });
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return finished; });
-    if (!result) return result;
+    if (auto r = wait_volume([&](Volume::Callback done) { volume.read(std::move(pieces), done); });
+        !r) {
+      return r;
+    }
   }
   for (const auto& c : plan.cached) {
     std::memcpy(dest.data() + (c.offset - begin), c.buffer->data() + c.buffer_offset, c.length);
@@ -205,6 +196,25 @@ void Filesystem::throttle(Lock& lock) {
 // ---------------------------------------------------------------- read
 
 namespace {
+// For plan_read: the volume block holding file block b (0: reads as zeros) and how many
+// blocks from b share that answer. Unwritten and in-flight blocks read as zeros (in-flight
+// data is in the cache).
+template <class Inode>
+auto readable_run(Inode& inode) {
+  return [&inode](uint64_t b) -> std::pair<uint64_t, uint64_t> {
+    auto e = inode.extents.upper_bound(b);
+    if (e != inode.extents.begin()) {
+      auto p = std::prev(e);
+      const Extent& x = p->second.extent;
+      if (b < x.logical_end()) {
+        const uint64_t v = (x.unwritten || p->second.pending) ? 0 : x.physical + (b - x.logical);
+        return {v, x.logical_end() - b};
+      }
+    }
+    return {0, e == inode.extents.end() ? UINT64_MAX : e->first - b};
+  };
+}
+
 // Plans [begin, end) of `inode` from its cache and extents.
 template <class Inode, class Map>
 ReadPlan plan_read(Inode& inode, uint64_t begin, uint64_t end, Map map) {
@@ -264,20 +274,7 @@ Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
       return reply;
     }
   }
-  auto map = [&](uint64_t b) -> std::pair<uint64_t, uint64_t> {
-    auto e = n.extents.upper_bound(b);
-    if (e != n.extents.begin()) {
-      auto p = std::prev(e);
-      const Extent& x = p->second.extent;
-      if (b < x.logical_end()) {
-        // Unwritten and in-flight blocks read as zeros (in-flight data is in the cache).
-        const uint64_t v = (x.unwritten || p->second.pending) ? 0 : x.physical + (b - x.logical);
-        return {v, x.logical_end() - b};
-      }
-    }
-    return {0, e == n.extents.end() ? UINT64_MAX : e->first - b};
-  };
-  ReadPlan plan = plan_read(n, begin, end, map);
+  ReadPlan plan = plan_read(n, begin, end, readable_run(n));
   const uint64_t epoch = epoch_;
   ++active_reads_[epoch];
   lock.unlock();
@@ -315,19 +312,7 @@ void Filesystem::release_checkpointed() {
 Result<void> Filesystem::fill_from_volume(Inode& inode, uint64_t offset, std::span<std::byte> dest,
                                           Lock& lock) {
   (void)lock;  // held throughout: the edges of a write must not change under it
-  auto map = [&](uint64_t b) -> std::pair<uint64_t, uint64_t> {
-    auto e = inode.extents.upper_bound(b);
-    if (e != inode.extents.begin()) {
-      auto p = std::prev(e);
-      const Extent& x = p->second.extent;
-      if (b < x.logical_end()) {
-        const uint64_t v = (x.unwritten || p->second.pending) ? 0 : x.physical + (b - x.logical);
-        return {v, x.logical_end() - b};
-      }
-    }
-    return {0, e == inode.extents.end() ? UINT64_MAX : e->first - b};
-  };
-  ReadPlan plan = plan_read(inode, offset, offset + dest.size(), map);
+  ReadPlan plan = plan_read(inode, offset, offset + dest.size(), readable_run(inode));
   stats_.edge_fill_bytes += dest.size();
   return run_plan(volume_, plan, offset, dest);
 }

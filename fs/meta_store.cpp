@@ -6,6 +6,22 @@
 
 namespace stripefs::fs {
 
+Result<void> wait_volume(const std::function<void(Volume::Callback)>& start) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  Result<void> result;
+  start([&](Result<void> r) {
+    std::lock_guard lock(m);
+    result = std::move(r);
+    finished = true;
+    cv.notify_one();
+  });
+  std::unique_lock lock(m);
+  cv.wait(lock, [&] { return finished; });
+  return result;
+}
+
 MetaStore::MetaStore(Volume& volume, Journal& journal, size_t cache_limit_blocks)
     : volume_(volume), journal_(journal), cache_limit_(cache_limit_blocks) {}
 
@@ -148,19 +164,9 @@ Result<uint64_t> MetaStore::checkpoint() {
     for (size_t j = i; j < std::min(images.size(), i + kBatch); ++j) {
       pieces.push_back({images[j].first * kBlockSize, images[j].second->span()});
     }
-    std::mutex m;
-    std::condition_variable cv;
-    bool finished = false;
-    Result<void> result;
-    volume_.write(std::move(pieces), [&](Result<void> r) {
-      std::lock_guard lock(m);
-      result = std::move(r);
-      finished = true;
-      cv.notify_one();
-    });
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return finished; });
-    if (!result) return fail(result.error());
+    auto written =
+        wait_volume([&](Volume::Callback done) { volume_.write(std::move(pieces), done); });
+    if (!written) return fail(written.error());
   }
   if (auto r = volume_.flush(); !r) return fail(r.error());
   if (auto r = journal_.checkpoint(sequence); !r) return fail(r.error());

@@ -26,6 +26,10 @@ namespace stripefs::fs {
 
 using BlockImage = std::shared_ptr<AlignedBuffer>;
 
+// Starts an asynchronous Volume call with `start(callback)` and waits for the callback.
+// Blocking: never from a completion.
+Result<void> wait_volume(const std::function<void(Volume::Callback)>& start);
+
 struct MetaStats {
   uint64_t commits = 0;
   uint64_t committed_blocks = 0;
