@@ -32,13 +32,6 @@ Result<void> read_tree(MetaStore& meta, uint64_t block, uint32_t levels, uint64_
   return {};
 }
 
-bool mergeable(const MemExtent& a, const MemExtent& b) {
-  return a.pending == b.pending && a.extent.unwritten == b.extent.unwritten &&
-         a.extent.logical_end() == b.extent.logical &&
-         a.extent.physical + a.extent.length == b.extent.physical &&
-         uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength;
-}
-
 }  // namespace
 
 Result<void> Filesystem::load_extents(Inode& inode) {

@@ -361,7 +361,6 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
     std::memcpy(buffer->data() + (end - begin) - keep, edge.data() + kBlockSize - keep, keep);
   }
   stats_.bytes_copied_in += size;
-  stats_.bytes_written += size;
   insert_range(n, begin, end - begin, buffer, 0);
   if (offset + size > n.disk.size) n.disk.size = offset + size;
   n.disk.mtime = n.disk.ctime = now();
@@ -534,13 +533,8 @@ void Filesystem::settle_extents(Inode& inode, uint64_t first, uint64_t end, bool
   while (it != inode.extents.end() && it->first <= end) {
     auto next = std::next(it);
     if (next == inode.extents.end()) break;
-    MemExtent& a = it->second;
-    const MemExtent& b = next->second;
-    if (a.pending == b.pending && a.extent.unwritten == b.extent.unwritten &&
-        a.extent.logical_end() == b.extent.logical &&
-        a.extent.physical + a.extent.length == b.extent.physical &&
-        uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength) {
-      a.extent.length += b.extent.length;
+    if (mergeable(it->second, next->second)) {
+      it->second.extent.length += next->second.extent.length;
       inode.extents.erase(next);
     } else {
       it = next;

@@ -72,7 +72,6 @@ struct FsStatfs {
 };
 
 struct FsStats {
-  uint64_t bytes_written = 0;         // accepted from write()
   uint64_t bytes_copied_in = 0;       // copies of file data into the cache (the one copy)
   uint64_t edge_fill_bytes = 0;       // extra reads to complete partially written blocks
   uint64_t writeback_bytes = 0;       // data handed to the Volume

@@ -14,6 +14,15 @@ struct MemExtent {
   bool pending = false;
 };
 
+// Whether b continues a (file and volume blocks both contiguous, same state) and the two
+// fit in one extent.
+inline bool mergeable(const MemExtent& a, const MemExtent& b) {
+  return a.pending == b.pending && a.extent.unwritten == b.extent.unwritten &&
+         a.extent.logical_end() == b.extent.logical &&
+         a.extent.physical + a.extent.length == b.extent.physical &&
+         uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength;
+}
+
 // A range of a file's data in the cache: [offset, offset + length) of the file is
 // buffer[buffer_offset, ...). Buffers are immutable once inserted.
 struct Filesystem::CachedRange {

@@ -4,13 +4,14 @@
 
 namespace stripefs {
 
+std::shared_ptr<spdlog::logger> named_logger(const char* name) {
+  auto existing = spdlog::get(name);
+  if (existing) return existing;
+  return spdlog::stderr_color_mt(name);  // registers it
+}
+
 spdlog::logger& raid_log() {
-  static std::shared_ptr<spdlog::logger> logger = [] {
-    auto existing = spdlog::get("raid");
-    if (existing) return existing;
-    // The factory registers the logger, so spdlog::set_level() reaches it.
-    return spdlog::stderr_color_mt("raid");
-  }();
+  static std::shared_ptr<spdlog::logger> logger = named_logger("raid");
   return *logger;
 }
 

@@ -16,13 +16,6 @@ namespace {
 
 using fs::kRootInode;
 
-std::vector<std::byte> pattern(size_t size, uint64_t seed) {
-  std::vector<std::byte> out(size);
-  std::mt19937_64 rng(seed);
-  for (auto& b : out) b = static_cast<std::byte>(rng());
-  return out;
-}
-
 // Overwriting dirty, not-yet-allocated data gives its delalloc reservation back.
 TEST(FsFaultInjection, OverwritingDirtyDataKeepsItsReservation) {
   MemoryFs t;

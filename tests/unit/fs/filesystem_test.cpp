@@ -20,13 +20,6 @@ fs::SetAttr sized(uint64_t size) {
   return change;
 }
 
-std::vector<std::byte> pattern(size_t size, uint64_t seed) {
-  std::vector<std::byte> out(size);
-  std::mt19937_64 rng(seed);
-  for (auto& b : out) b = static_cast<std::byte>(rng());
-  return out;
-}
-
 TEST(Filesystem, WriteReadRoundTripAtOddOffsets) {
   MemoryFs t;
   const uint64_t ino = t.create(kRootInode, "f");

@@ -3,12 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
+#include <vector>
 
 #include "filesystem.hpp"
 #include "make_fs.hpp"
 #include "raid/test_util.hpp"
 
 namespace stripefs::test {
+
+// `size` pseudo-random bytes, the same for the same seed.
+inline std::vector<std::byte> pattern(size_t size, uint64_t seed) {
+  std::vector<std::byte> out(size);
+  std::mt19937_64 rng(seed);
+  for (auto& b : out) b = static_cast<std::byte>(rng());
+  return out;
+}
 
 struct MemoryFs {
   static constexpr uint32_t kChunk = 64 * 1024;
