@@ -3,21 +3,24 @@
 namespace stripefs::fs {
 
 namespace {
-constexpr size_t kSmallest = 64 * 1024;  // below this, the heap is cheap enough
-}
+constexpr size_t kStep = 64 * 1024;
+constexpr size_t kSmallStep = 4096;
+}  // namespace
 
 std::shared_ptr<DataBuffers> DataBuffers::create(size_t limit) {
   return std::shared_ptr<DataBuffers>(new DataBuffers(limit));
 }
 
-// Capacities are 64 KiB multiples: close to what was asked (the cache's accounting counts
-// what was asked), and few enough kinds to be reused.
+// Capacities are 64 KiB multiples, or 4 KiB multiples below 64 KiB: close to what was asked
+// (the cache's accounting counts what was asked), and few enough kinds to be reused. Small
+// ones are pooled too: a 4 KiB read takes one per request, and page-aligned heap blocks
+// are not cheap.
 size_t DataBuffers::bucket_of(size_t size) {
-  return (std::max(size, kSmallest) + kSmallest - 1) / kSmallest * kSmallest;
+  const size_t step = size < kStep ? kSmallStep : kStep;
+  return (std::max(size, kSmallStep) + step - 1) / step * step;
 }
 
 std::shared_ptr<AlignedBuffer> DataBuffers::get(size_t size) {
-  if (size < kSmallest) return std::make_shared<AlignedBuffer>(size);
   const size_t bucket = bucket_of(size);
   AlignedBuffer buffer;
   {

@@ -35,9 +35,11 @@ struct ReadPlan {
   std::vector<FromVolume> volume;
 };
 
-Result<void> run_plan(Volume& volume, const ReadPlan& plan, uint64_t begin,
-                      std::span<std::byte> dest) {
-  // Zeros go only where neither the volume nor the cache supplies bytes (holes).
+// Reads `plan` into `dest` (block-aligned file range [begin, begin + dest.size())): zeros
+// where neither the volume nor the cache supplies bytes, the cached bytes at once, the
+// volume's from its completion, which then calls `done`.
+void start_plan(Volume& volume, const ReadPlan& plan, uint64_t begin, std::span<std::byte> dest,
+                Volume::Callback done) {
   std::vector<std::pair<uint64_t, uint64_t>> covered;
   for (const auto& v : plan.volume) covered.emplace_back(v.offset - begin, v.length);
   for (const auto& c : plan.cached) covered.emplace_back(c.offset - begin, c.length);
@@ -48,20 +50,23 @@ Result<void> run_plan(Volume& volume, const ReadPlan& plan, uint64_t begin,
     at = std::max(at, offset + length);
   }
   if (at < dest.size()) std::memset(dest.data() + at, 0, dest.size() - at);
-  if (!plan.volume.empty()) {
-    std::vector<VolumePiece> pieces;
-    for (const auto& v : plan.volume) {
-      pieces.push_back({v.volume_block * kBlockSize, dest.subspan(v.offset - begin, v.length)});
-    }
-    if (auto r = wait_volume([&](Volume::Callback done) { volume.read(std::move(pieces), done); });
-        !r) {
-      return r;
-    }
-  }
+  // Cached and volume ranges never overlap, so the order of the copies does not matter.
   for (const auto& c : plan.cached) {
     std::memcpy(dest.data() + (c.offset - begin), c.buffer->data() + c.buffer_offset, c.length);
   }
-  return {};
+  if (plan.volume.empty()) return done({});
+  std::vector<VolumePiece> pieces;
+  pieces.reserve(plan.volume.size());
+  for (const auto& v : plan.volume) {
+    pieces.push_back({v.volume_block * kBlockSize, dest.subspan(v.offset - begin, v.length)});
+  }
+  volume.read(std::move(pieces), std::move(done));
+}
+
+Result<void> run_plan(Volume& volume, const ReadPlan& plan, uint64_t begin,
+                      std::span<std::byte> dest) {
+  return wait_volume(
+      [&](Volume::Callback done) { start_plan(volume, plan, begin, dest, std::move(done)); });
 }
 
 }  // namespace
@@ -252,15 +257,15 @@ ReadPlan plan_read(Inode& inode, uint64_t begin, uint64_t end, Map map) {
 }
 }  // namespace
 
-Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
+void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done) {
   Lock lock(mutex_);
   auto inode = get_inode(ino);
-  if (!inode) return fail(inode.error());
+  if (!inode) return lock.unlock(), done(fail(inode.error()));
   Inode& n = **inode;
-  if (n.is_dir()) return fail(EISDIR, "is a directory");
-  if (auto r = load_extents(n); !r) return fail(r.error());
+  if (n.is_dir()) return lock.unlock(), done(fail(EISDIR, "is a directory"));
+  if (auto r = load_extents(n); !r) return lock.unlock(), done(fail(r.error()));
   ReadReply reply;
-  if (offset >= n.disk.size || size == 0) return reply;
+  if (offset >= n.disk.size || size == 0) return lock.unlock(), done(std::move(reply));
   size = std::min<uint64_t>(size, n.disk.size - offset);
   const uint64_t begin = align_down(offset), end = align_up(offset + size);
 
@@ -271,35 +276,67 @@ Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
       reply.buffers.push_back(it->second.buffer);
       reply.fragments.push_back(
           {it->second.buffer->data() + it->second.buffer_offset + (offset - it->first), size});
-      return reply;
+      lock.unlock();
+      return done(std::move(reply));
     }
   }
-  ReadPlan plan = plan_read(n, begin, end, readable_run(n));
-  const uint64_t epoch = epoch_;
-  ++active_reads_[epoch];
+  const ReadPlan plan = plan_read(n, begin, end, readable_run(n));
+  const uint64_t epoch = start_read_locked();
   lock.unlock();
   auto buffer = buffers_->get(end - begin);
-  auto r = run_plan(volume_, plan, begin, buffer->span());
-  finish_read(epoch);
-  if (!r) {
-    fs_log().error("inode {}: read at {}: {}", ino, offset, r.error().message);
-    return fail(EIO, "{}", r.error().message);
-  }
   reply.buffers.push_back(buffer);
   reply.fragments.push_back({buffer->data() + (offset - begin), size});
-  return reply;
+  start_plan(volume_, plan, begin, buffer->span(),
+             [this, epoch, ino, offset, reply = std::move(reply),
+              done = std::move(done)](Result<void> r) mutable {
+               finish_read(epoch);
+               if (!r) {
+                 fs_log().error("inode {}: read at {}: {}", ino, offset, r.error().message);
+                 return done(fail(EIO, "{}", r.error().message));
+               }
+               done(std::move(reply));
+             });
 }
 
+Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<Result<ReadReply>> result;
+  read(ino, offset, size, [&](Result<ReadReply> r) {
+    std::lock_guard lock(m);
+    result = std::move(r);
+    cv.notify_one();
+  });
+  std::unique_lock lock(m);
+  cv.wait(lock, [&] { return result.has_value(); });
+  return std::move(*result);
+}
+
+uint64_t Filesystem::start_read_locked() {
+  std::lock_guard reads(reads_mutex_);
+  ++active_reads_[epoch_];
+  return epoch_;
+}
+
+// Runs on the volume's completion, perhaps while another thread holds mutex_ and waits for
+// I/O this very thread must complete: so mutex_ is only tried, never waited for. Frees this
+// read held back are released then, or by the next checkpoint.
 void Filesystem::finish_read(uint64_t epoch) {
-  Lock lock(mutex_);
-  if (auto it = active_reads_.find(epoch); it != active_reads_.end() && --it->second == 0) {
-    active_reads_.erase(it);
+  {
+    std::lock_guard reads(reads_mutex_);
+    if (auto it = active_reads_.find(epoch); it != active_reads_.end() && --it->second == 0) {
+      active_reads_.erase(it);
+    }
   }
-  release_checkpointed();
+  if (mutex_.try_lock()) {
+    release_checkpointed();
+    mutex_.unlock();
+  }
 }
 
 // Frees covered by a checkpoint become reusable once no read older than it is in flight.
 void Filesystem::release_checkpointed() {
+  std::lock_guard reads(reads_mutex_);
   while (!releases_.empty() &&
          (active_reads_.empty() || active_reads_.begin()->first > releases_.front().first)) {
     blocks_->checkpointed(releases_.front().second);

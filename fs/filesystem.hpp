@@ -130,7 +130,13 @@ class Filesystem {
   // ---- files ----
   Result<void> open(uint64_t ino);
   void release(uint64_t ino);
-  Result<ReadReply> read(uint64_t ino, uint64_t offset, size_t size);
+  // Reads [offset, offset + size) and calls `done` once with the reply: at once for what
+  // the cache holds, from the volume's completion for the rest. `done` must not take the
+  // filesystem's lock (it may run on a member's completion thread). It never blocks on
+  // member I/O itself, except to load an inode or extents not yet cached.
+  using ReadDone = std::function<void(Result<ReadReply>)>;
+  void read(uint64_t ino, uint64_t offset, size_t size, ReadDone done);
+  Result<ReadReply> read(uint64_t ino, uint64_t offset, size_t size);  // blocking
   // Copies `size` bytes of payload with `copy(dest)` (the only copy of the data) at `offset`.
   using CopyIn = std::function<Result<void>(std::span<std::byte> dest)>;
   Result<size_t> write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy);
@@ -213,7 +219,8 @@ class Filesystem {
                                                              uint64_t end, Lock& lock);
   void split_extent_at(Inode& inode, uint64_t file_block);
   void settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written);
-  void finish_read(uint64_t epoch);
+  uint64_t start_read_locked();      // with mutex_: the read's epoch, counted active
+  void finish_read(uint64_t epoch);  // without mutex_ (it may be held by another thread)
   void release_checkpointed();
 
   // commit and background work (commit.cpp)
@@ -249,6 +256,7 @@ class Filesystem {
   // Frees become reusable once a checkpoint covers them and every read that might still use
   // an older mapping (one that started before that checkpoint) is done.
   uint64_t epoch_ = 0;                                  // checkpoints so far
+  std::mutex reads_mutex_;                              // guards active_reads_; taken after mutex_
   std::map<uint64_t, uint64_t> active_reads_;           // epoch -> reads in flight
   std::deque<std::pair<uint64_t, uint64_t>> releases_;  // (epoch, transaction) waiting
   uint64_t next_job_ = 1;

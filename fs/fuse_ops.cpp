@@ -82,6 +82,11 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   auto* ctx = static_cast<FuseContext*>(userdata);
   conn->max_write = 1u << 20;
   conn->max_readahead = 1u << 20;
+  // Asynchronous requests (readahead, O_DIRECT aio) past max_background make their
+  // submitters sleep, and each reply then wakes one: the kernel's default of 12 is below
+  // an iodepth of 16. Let deep queues through.
+  conn->max_background = 256;
+  conn->congestion_threshold = 192;
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   // Replies may be spliced to the device; write payloads are never spliced in: the data
   // must be ours (copied once) before parity is computed over it.
@@ -203,9 +208,13 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   }
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
-  auto r = fs_of(req).read(ino, static_cast<uint64_t>(offset), size);
+void reply_read(fuse_req_t req, const Result<ReadReply>& r) {
   if (!r) return reply_error(req, r.error());
+  if (r->fragments.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
+  if (r->fragments.size() == 1) {
+    return (void)fuse_reply_buf(req, reinterpret_cast<const char*>(r->fragments[0].data()),
+                                r->fragments[0].size());
+  }
   // The reply goes out from the daemon's buffers (no copy here); they live until it returns.
   std::vector<char> storage(sizeof(fuse_bufvec) + r->fragments.size() * sizeof(fuse_buf));
   auto* bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
@@ -217,8 +226,14 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
     b.size = r->fragments[i].size();
     b.mem = const_cast<std::byte*>(r->fragments[i].data());
   }
-  if (r->fragments.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
   fuse_reply_data(req, bufv, FUSE_BUF_SPLICE_NONBLOCK);
+}
+
+// The reply goes from the volume's completion: on io_uring members this thread is free to
+// take the next request meanwhile.
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+  fs_of(req).read(ino, static_cast<uint64_t>(offset), size,
+                  [req](Result<ReadReply> r) { reply_read(req, r); });
 }
 
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset, fuse_file_info*) {

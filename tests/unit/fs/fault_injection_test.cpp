@@ -330,6 +330,15 @@ TEST(DataBuffers, CapacityIsCloseToTheRequest) {
   auto b = pool->get(33 * 4096);
   EXPECT_EQ(b->data(), first);  // but a request of the same capacity reuses it
   EXPECT_EQ(b->size(), 33u * 4096);
+  // Below 64 KiB capacities go by 4 KiB, and are reused too (a 4 KiB read takes one).
+  std::byte* small = nullptr;
+  {
+    auto c = pool->get(4096);
+    small = c->data();
+    EXPECT_EQ(c->size(), 4096u);
+  }
+  EXPECT_NE(pool->get(8192)->data(), small);
+  EXPECT_EQ(pool->get(100)->data(), small);
 }
 
 }  // namespace
