@@ -70,9 +70,11 @@ Result<std::unique_ptr<Filesystem>> Filesystem::mount(Volume& volume, FsOptions 
 }
 
 Result<void> Filesystem::start() {
-  journal_device_ = std::make_unique<VolumeDevice>(volume_, sb_.journal_start * kBlockSize,
-                                                   sb_.journal_blocks * kBlockSize);
-  auto journal = Journal::open(*journal_device_, 0, sb_.uuid);
+  // The device starts at volume byte 0, so the journal's alignment is the volume's.
+  journal_device_ = std::make_unique<VolumeDevice>(
+      volume_, 0, (sb_.journal_start + sb_.journal_blocks) * kBlockSize);
+  auto journal = Journal::open(*journal_device_, sb_.journal_start * kBlockSize, sb_.uuid,
+                               journal_alignment(volume_, sb_.journal_blocks));
   if (!journal) return fail(journal.error().code, "metadata journal: {}", journal.error().message);
   journal_ = std::move(*journal);
   uint64_t replayed = 0;

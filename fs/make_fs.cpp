@@ -73,8 +73,10 @@ Result<FsSuperblock> make_filesystem(Volume& volume, const MakeFsOptions& option
   if (!planned) return planned;
   FsSuperblock sb = *planned;
 
-  VolumeDevice journal_area(volume, sb.journal_start * kBlockSize, sb.journal_blocks * kBlockSize);
-  if (auto r = Journal::format(journal_area, 0, sb.journal_blocks, sb.uuid); !r)
+  VolumeDevice journal_area(volume, 0, (sb.journal_start + sb.journal_blocks) * kBlockSize);
+  if (auto r =
+          Journal::format(journal_area, sb.journal_start * kBlockSize, sb.journal_blocks, sb.uuid);
+      !r)
     return fail(r.error());
 
   AlignedBuffer block(kBlockSize);

@@ -182,8 +182,15 @@ Result<uint64_t> MetaStore::checkpoint() {
 }
 
 MetaStats MetaStore::stats() const {
-  std::lock_guard lock(images_mutex_);
-  return stats_;
+  MetaStats s;
+  {
+    std::lock_guard lock(images_mutex_);
+    s = stats_;
+  }
+  const JournalStats j = journal_.stats();
+  s.journal_blocks_written = j.blocks_written;
+  s.journal_padding_blocks = j.padding_blocks;
+  return s;
 }
 
 }  // namespace stripefs::fs

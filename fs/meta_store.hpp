@@ -36,6 +36,8 @@ struct MetaStats {
   uint64_t checkpoints = 0;
   uint64_t checkpointed_blocks = 0;
   uint64_t block_reads = 0;
+  uint64_t journal_blocks_written = 0;  // descriptors, images, commits and padding
+  uint64_t journal_padding_blocks = 0;  // written to end commits on a stripe boundary
 };
 
 class MetaStore {

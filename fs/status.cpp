@@ -76,7 +76,9 @@ nlohmann::json stats_json(Array& array, Filesystem& fs) {
             {"committed_blocks", m.committed_blocks},
             {"checkpoints", m.checkpoints},
             {"checkpointed_blocks", m.checkpointed_blocks},
-            {"block_reads", m.block_reads}}}};
+            {"block_reads", m.block_reads},
+            {"journal_blocks_written", m.journal_blocks_written},
+            {"journal_padding_blocks", m.journal_padding_blocks}}}};
 }
 
 }  // namespace stripefs::fs

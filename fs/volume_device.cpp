@@ -1,5 +1,7 @@
 #include "volume_device.hpp"
 
+#include "log_format.hpp"
+
 #include <memory>
 
 namespace stripefs::fs {
@@ -47,6 +49,13 @@ void VolumeDevice::submit(MemberRequest request) {
     }
     volume_.flush([done, length](Result<void> f) { (*done)(f ? length : -f.error().code); });
   });
+}
+
+uint64_t journal_alignment(const Volume& volume, uint64_t journal_blocks) {
+  const uint64_t stripe = volume.geometry().stripe_data_size();
+  if (!volume.geometry().has_parity() || stripe % kJournalBlockSize != 0) return 0;
+  if (journal_blocks < 16 * (stripe / kJournalBlockSize)) return 0;
+  return stripe;
 }
 
 }  // namespace stripefs::fs

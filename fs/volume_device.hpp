@@ -17,4 +17,9 @@ class VolumeDevice final : public Member {
   uint64_t offset_;
 };
 
+// The alignment (bytes) for the metadata journal on `volume`: its stripe on a parity
+// level, so commits are written as full stripes and never need the write-hole journal;
+// none (0) elsewhere, or when the journal is under 16 stripes (padding would crowd it).
+uint64_t journal_alignment(const Volume& volume, uint64_t journal_blocks);
+
 }  // namespace stripefs::fs

@@ -13,7 +13,8 @@ struct Journal::Batch {
   struct Transaction {
     uint64_t sequence;
     uint64_t position;
-    uint64_t length;
+    uint64_t length;  // padding included
+    uint32_t padding = 0;
     std::vector<AlignedBuffer> descriptors;  // one per kMaxDescriptorEntries blocks
     AlignedBuffer commit;
     Pending pending;
@@ -56,7 +57,11 @@ Result<void> Journal::format(Member& device, uint64_t offset, uint64_t blocks,
 }
 
 Result<std::unique_ptr<Journal>> Journal::open(Member& device, uint64_t offset,
-                                               const Uuid& array_uuid) {
+                                               const Uuid& array_uuid, uint64_t align_bytes) {
+  if (align_bytes % kJournalBlockSize != 0) {
+    return fail(EINVAL, "journal on {}: alignment {} is not a multiple of {}", device.name(),
+                align_bytes, kJournalBlockSize);
+  }
   AlignedBuffer raw(kJournalBlockSize);
   if (auto r = member_read(device, offset, raw.span()); !r) return fail(r.error());
   auto sb = decode_journal_superblock(const_block(raw), device.name(), array_uuid);
@@ -65,16 +70,26 @@ Result<std::unique_ptr<Journal>> Journal::open(Member& device, uint64_t offset,
     return fail(EINVAL, "member {}: journal blocks {} run past the end of the device",
                 device.name(), sb->blocks);
   }
-  return std::unique_ptr<Journal>(new Journal(device, offset, *sb));
+  const uint64_t align = std::max<uint64_t>(1, align_bytes / kJournalBlockSize);
+  // Room for two whole units (and the superblock), or padding could fill the log.
+  if (align > 1 && sb->blocks < 2 * align + 1) {
+    return fail(EINVAL, "journal on {}: {} blocks cannot hold two aligned units of {} blocks",
+                device.name(), sb->blocks, align);
+  }
+  return std::unique_ptr<Journal>(new Journal(device, offset, *sb, align));
 }
 
-Journal::Journal(Member& device, uint64_t offset, JournalSuperblock superblock)
+Journal::Journal(Member& device, uint64_t offset, JournalSuperblock superblock,
+                 uint64_t align_blocks)
     : device_(device),
       offset_(offset),
       capacity_(superblock.blocks - 1),
+      align_(align_blocks),
       superblock_(superblock),
       head_(superblock.tail),
-      next_sequence_(superblock.tail_sequence) {}
+      next_sequence_(superblock.tail_sequence) {
+  filler_.zero();
+}
 
 Journal::~Journal() {
   // Commits in flight hold a pointer to us: wait for them.
@@ -89,6 +104,13 @@ Journal::~Journal() {
 
 uint64_t Journal::advance(uint64_t position, uint64_t by) const {
   return 1 + (position - 1 + by) % capacity_;
+}
+
+uint64_t Journal::padding_after(uint64_t position) const {
+  if (align_ <= 1) return 0;
+  const uint64_t block = offset_ / kJournalBlockSize + position;  // in the device's blocks
+  const uint64_t to_boundary = (align_ - block % align_) % align_;
+  return std::min(to_boundary, capacity_ + 1 - position);
 }
 
 // A transaction is [descriptor, its blocks]... then one commit: a descriptor lists at most
@@ -113,9 +135,10 @@ Result<uint64_t> Journal::replay(const Apply& apply) {
       if (first_descriptor) {
         auto commit = decode_journal_commit(const_block(raw), sequence);
         if (commit) {
-          committed =
-              commit->count == targets.size() && commit->descriptor_checksum == *first_descriptor;
-          ++length;
+          committed = commit->count == targets.size() &&
+                      commit->descriptor_checksum == *first_descriptor &&
+                      used + length + 1 + commit->padding <= capacity_;
+          length += 1 + commit->padding;
           break;
         }
       }
@@ -234,7 +257,8 @@ std::unique_ptr<Journal::Batch> Journal::take_batch_locked(std::vector<Refusal>&
       refused.push_back({std::move(p.done), Error{EINVAL, "an empty journal transaction"}});
       continue;
     }
-    if (used_ + length > capacity_) {
+    // The batch's last transaction may need up to align_ - 1 blocks of padding.
+    if (used_ + length + (align_ - 1) > capacity_) {
       refused.push_back(
           {std::move(p.done),
            Error{ENOSPC, fmt::format("journal on {} is full ({} of {} blocks in use, {} needed): "
@@ -242,7 +266,7 @@ std::unique_ptr<Journal::Batch> Journal::take_batch_locked(std::vector<Refusal>&
                                      device_.name(), used_, capacity_, length)}});
       continue;
     }
-    Batch::Transaction t{next_sequence_++, head_, length, {}, AlignedBuffer(kJournalBlockSize),
+    Batch::Transaction t{next_sequence_++, head_, length, 0, {}, AlignedBuffer(kJournalBlockSize),
                          std::move(p)};
     for (uint64_t first = 0; first < count; first += kMaxDescriptorEntries) {
       JournalDescriptor descriptor{t.sequence, {}};
@@ -254,15 +278,27 @@ std::unique_ptr<Journal::Batch> Journal::take_batch_locked(std::vector<Refusal>&
       t.descriptors.emplace_back(kJournalBlockSize);
       encode_journal_descriptor(descriptor, block(t.descriptors.back()));
     }
-    encode_journal_commit({t.sequence, static_cast<uint32_t>(count),
-                           descriptor_checksum(const_block(t.descriptors.front()))},
-                          block(t.commit));
     head_ = advance(head_, length);
     used_ += length;
     batch->transactions.push_back(std::move(t));
   }
   pending_.clear();
   if (batch->transactions.empty()) return nullptr;
+  // The batch ends on an alignment boundary, its last transaction owning the filler, unless
+  // that would more than double what it writes: a small commit (an fsync's) stays small.
+  Batch::Transaction& last = batch->transactions.back();
+  uint64_t batch_blocks = 0;
+  for (const Batch::Transaction& t : batch->transactions) batch_blocks += t.length;
+  const uint64_t padding = padding_after(head_);
+  last.padding = padding <= batch_blocks ? static_cast<uint32_t>(padding) : 0;
+  last.length += last.padding;
+  head_ = advance(head_, last.padding);
+  used_ += last.padding;
+  for (Batch::Transaction& t : batch->transactions) {
+    encode_journal_commit({t.sequence, static_cast<uint32_t>(t.pending.blocks.size()),
+                           descriptor_checksum(const_block(t.descriptors.front())), t.padding},
+                          block(t.commit));
+  }
   in_flight_ = true;
   const auto& first = batch->transactions.front();
   in_flight_first_ = {first.sequence, first.position, first.length};
@@ -285,14 +321,21 @@ void Journal::submit_batch(std::unique_ptr<Batch> batch) {
       at = advance(at, 1);
     }
     ios.push_back({0, byte_offset(at), t.commit.data(), kJournalBlockSize, 0});
+    // Filler, so the stripes are written whole; what it holds does not matter.
+    for (uint32_t i = 0; i < t.padding; ++i) {
+      at = advance(at, 1);
+      ios.push_back({0, byte_offset(at), filler_.data(), kJournalBlockSize, 0});
+    }
   }
+  uint64_t padding = 0;
+  for (const Batch::Transaction& t : batch->transactions) padding += t.padding;
   const uint64_t blocks = ios.size();
   Member* members[] = {&device_};
   auto raw = batch.release();
   // Everything at once, then one flush: the checksums tell a torn transaction apart.
   submit_ios(
       members, MemberOp::write, std::move(ios), false,
-      [this, raw, blocks](std::vector<FailedIo> failures) {
+      [this, raw, blocks, padding](std::vector<FailedIo> failures) {
         std::unique_ptr<Batch> batch(raw);
         if (!failures.empty()) {
           batch_written(std::move(batch), fail(failures[0].error, "journal write on {} failed: {}",
@@ -302,6 +345,7 @@ void Journal::submit_batch(std::unique_ptr<Batch> batch) {
         {
           std::lock_guard lock(mutex_);
           stats_.blocks_written += blocks;
+          stats_.padding_blocks += padding;
         }
         MemberRequest flush;
         flush.op = MemberOp::flush;

@@ -32,9 +32,10 @@ struct JournalBlock {
 };
 
 struct JournalStats {
-  uint64_t transactions = 0;  // committed
-  uint64_t batches = 0;       // group commits: transactions / batches = grouping
-  uint64_t blocks_written = 0;
+  uint64_t transactions = 0;    // committed
+  uint64_t batches = 0;         // group commits: transactions / batches = grouping
+  uint64_t blocks_written = 0;  // padding included
+  uint64_t padding_blocks = 0;  // written only to end a batch on an alignment boundary
   uint64_t flushes = 0;
 };
 
@@ -43,9 +44,13 @@ class Journal {
   // Writes an empty journal of `blocks` blocks at byte `offset` of `device`.
   static Result<void> format(Member& device, uint64_t offset, uint64_t blocks,
                              const Uuid& array_uuid);
-  // Opens a journal; replay() must run before the first commit.
+  // Opens a journal; replay() must run before the first commit. With `align_bytes` (a
+  // multiple of the block size; a RAID5/6 volume's stripe), a group commit is padded to
+  // end on a multiple of it in `device`'s bytes, so the log is written in whole units (see
+  // log_format.hpp), unless the padding would outgrow the batch: then it ends where it
+  // ends. Replay needs no alignment: padding is recorded in the commit.
   static Result<std::unique_ptr<Journal>> open(Member& device, uint64_t offset,
-                                               const Uuid& array_uuid);
+                                               const Uuid& array_uuid, uint64_t align_bytes = 0);
   ~Journal();
 
   using Apply = std::function<Result<void>(uint64_t target, std::span<const std::byte> data)>;
@@ -81,7 +86,10 @@ class Journal {
   };
   struct Batch;
 
-  Journal(Member& device, uint64_t offset, JournalSuperblock superblock);
+  Journal(Member& device, uint64_t offset, JournalSuperblock superblock, uint64_t align_blocks);
+  // Blocks from `position` to the next alignment boundary, or to the end of the area if
+  // that comes first (the log then wraps to block 1).
+  uint64_t padding_after(uint64_t position) const;
   uint64_t byte_offset(uint64_t position) const { return offset_ + position * kJournalBlockSize; }
   uint64_t advance(uint64_t position, uint64_t by) const;
   struct Refusal {
@@ -95,6 +103,7 @@ class Journal {
   Member& device_;
   const uint64_t offset_;
   const uint64_t capacity_;  // log blocks: the area less its superblock
+  const uint64_t align_;     // blocks; 1: no padding
 
   std::mutex checkpoint_mutex_;  // serializes checkpoints; taken before mutex_
   mutable std::mutex mutex_;     // guards everything below; never held across I/O
@@ -109,6 +118,7 @@ class Journal {
   bool replayed_ = false;
   uint64_t sequence_jump_ = 0;   // after replay: where new sequences must start (0: none)
   std::optional<Error> failed_;  // a write failed: the log has a hole, nothing may follow it
+  AlignedBuffer filler_{kJournalBlockSize};  // zeros, written as padding
   JournalStats stats_;
 };
 

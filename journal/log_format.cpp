@@ -172,6 +172,7 @@ void encode_journal_commit(const JournalCommit& commit,
   put_le(out, jc::kSequence, commit.sequence);
   put_le(out, jc::kCount, commit.count);
   put_le(out, jc::kDescriptorChecksum, commit.descriptor_checksum);
+  put_le(out, jc::kPadding, commit.padding);
   seal(out);
 }
 
@@ -185,6 +186,7 @@ Result<JournalCommit> decode_journal_commit(std::span<const std::byte, kJournalB
   commit.sequence = get_le<uint64_t>(in, jc::kSequence);
   commit.count = get_le<uint32_t>(in, jc::kCount);
   commit.descriptor_checksum = get_le<uint32_t>(in, jc::kDescriptorChecksum);
+  commit.padding = get_le<uint32_t>(in, jc::kPadding);
   return commit;
 }
 

@@ -12,6 +12,11 @@
 // checksum. Each data block must match its entry's data_checksum. Data blocks are not escaped
 // (unlike jbd2's): a reader finds each descriptor from the previous transaction's count, never
 // by looking for the magic, so a data block that happens to start with a magic is harmless.
+// Where the journal lives on a RAID5/6 volume, each group commit is padded so that it ends
+// on a stripe boundary: every stripe of the log is then written whole (the full-stripe
+// path, which needs no write-hole protection). The padding is the last transaction's: its
+// commit block counts the filler blocks that follow it (`padding`), whose contents are
+// undefined, and the next transaction starts after them.
 // Blocks do not name their journal, only a sequence: a journal (re)formatted over an area that
 // held another must not reuse that journal's sequence numbers (or must zero the log).
 //
@@ -23,7 +28,8 @@
 //   offset  width  field
 //   ------  -----  ------------------------------------------------------------------------
 //        0      4  magic                0x534A5453 (bytes 53 54 4A 53, "STJS", on disk)
-//        4      2  version_major        1; a reader refuses a major it does not know
+//        4      2  version_major        2; a reader refuses a major it does not know
+//                                       (2: commit blocks carry padding)
 //        6      2  version_minor        0; a reader accepts any minor (compatible additions)
 //        8     16  array_uuid           must equal the member superblock's array_uuid
 //       24      8  blocks               area size in blocks, superblock included; >= 8
@@ -60,7 +66,9 @@
 //       12      4  count                every data block of the transaction (its descriptors
 //                                     may chain: at most 254 blocks each); >= 1
 //       16      4  descriptor_checksum  the descriptor block's stored checksum
-//       20   4072  reserved
+//       20      4  padding              filler blocks after this commit that belong to the
+//                                       transaction (alignment); the next one starts after
+//       24   4068  reserved
 //     4092      4  checksum             CRC-32C of bytes [0, 4092)
 #pragma once
 
@@ -80,7 +88,7 @@ constexpr uint64_t kJournalMinBlocks = 8;
 constexpr uint32_t kJournalSuperblockMagic = 0x534A5453;
 constexpr uint32_t kJournalDescriptorMagic = 0x444A5453;
 constexpr uint32_t kJournalCommitMagic = 0x434A5453;
-constexpr uint16_t kJournalMajor = 1;
+constexpr uint16_t kJournalMajor = 2;
 constexpr uint16_t kJournalMinor = 0;
 
 // Byte offsets of each field inside the blocks; see the tables above.
@@ -118,7 +126,8 @@ constexpr size_t kMagic = 0;
 constexpr size_t kSequence = 4;
 constexpr size_t kCount = 12;
 constexpr size_t kDescriptorChecksum = 16;
-constexpr size_t kReserved = 20;  // zero up to kChecksum
+constexpr size_t kPadding = 20;
+constexpr size_t kReserved = 24;  // zero up to kChecksum
 static_assert(kReserved <= kChecksum, "journal commit fields overflow the block");
 }  // namespace commit
 }  // namespace journal_layout
@@ -164,6 +173,7 @@ struct JournalCommit {
   uint64_t sequence = 0;
   uint32_t count = 0;
   uint32_t descriptor_checksum = 0;  // descriptor_checksum() of the encoded descriptor
+  uint32_t padding = 0;              // filler blocks after the commit
 
   bool operator==(const JournalCommit&) const = default;
 };

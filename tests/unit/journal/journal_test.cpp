@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <random>
 #include <thread>
 
+#include "faulty_member.hpp"
 #include "test_util.hpp"
 
 namespace stripefs {
@@ -205,6 +207,88 @@ TEST(Journal, WrapsAroundWithCheckpointsAndRefusesWhenFull) {
   back = replay(f.media);
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, expected({&y, &z, &w}));
+}
+
+// On a RAID5/6 volume the log is written in whole stripes: every group commit is padded to
+// end on an alignment boundary (of the device's bytes, wherever the area starts), the
+// next starts on one, and replay skips the padding, across wrap-arounds too.
+TEST(Journal, AlignedBatchesEndOnBoundariesAndReplayAcrossPadding) {
+  constexpr uint64_t kAlign = 8 * kJournalBlockSize;
+  constexpr uint64_t kArea = 3 * kJournalBlockSize;  // not aligned: block 4 is the first log block
+  MemoryMember media{"journal-dev", kDeviceSize};
+  FaultyMember device(media);
+  ASSERT_TRUE(Journal::format(device, kArea, 61, kArray));  // 60 log blocks: wraps often
+  auto opened = Journal::open(device, kArea, kArray, kAlign);
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& journal = **opened;
+  ASSERT_TRUE(
+      journal.replay([](uint64_t, std::span<const std::byte>) -> Result<void> { return {}; }));
+  std::mt19937_64 rng(11);
+  std::vector<std::unique_ptr<Tx>> txs;
+  std::deque<const Tx*> live;
+  uint64_t padded = 0;
+  bool previous_aligned = false;
+  for (unsigned i = 1; i <= 60; ++i) {
+    txs.push_back(std::make_unique<Tx>(i, 1 + static_cast<unsigned>(rng() % 9)));
+    device.set_logging(true);
+    auto seq = journal.commit(txs.back()->blocks());
+    device.set_logging(false);
+    ASSERT_TRUE(seq) << "transaction " << i << ": " << seq.error().message;
+    live.push_back(txs.back().get());
+    // One batch: its writes are contiguous (but for a wrap) and end on a boundary, or at
+    // the end of the area (the wrap).
+    uint64_t lo = UINT64_MAX, hi = 0, bytes = 0;
+    for (const LoggedIo& io : device.take_log()) {
+      if (io.op != MemberOp::write) continue;
+      lo = std::min(lo, io.offset);
+      hi = std::max(hi, io.offset + io.length);
+      bytes += io.length;
+    }
+    const uint64_t area_end = kArea + 61 * kJournalBlockSize;
+    if (hi - lo == bytes) {  // did not wrap
+      // Padding is written unless it would more than double the batch.
+      const bool small = (kAlign - hi % kAlign) % kAlign > bytes;
+      EXPECT_TRUE(hi % kAlign == 0 || hi == area_end || small)
+          << "transaction " << i << " ends at " << hi;
+      if (previous_aligned) {
+        EXPECT_TRUE(lo % kAlign == 0 || lo == kArea + kJournalBlockSize)
+            << "transaction " << i << " starts at " << lo;
+      }
+      previous_aligned = hi % kAlign == 0;
+    } else {
+      previous_aligned = false;
+    }
+    padded = journal.stats().padding_blocks;
+    if (live.size() == 3) {  // keep three live, so replay crosses padding and wraps
+      ASSERT_TRUE(journal.checkpoint(*seq - 2));
+      live.pop_front();
+    }
+    auto back = [&] {
+      auto again = Journal::open(media, kArea, kArray);  // replay needs no alignment
+      Replayed out;
+      EXPECT_TRUE(
+          (*again)->replay([&](uint64_t target, std::span<const std::byte> data) -> Result<void> {
+            out.emplace_back(target, std::vector<std::byte>(data.begin(), data.end()));
+            return {};
+          }));
+      return out;
+    }();
+    EXPECT_EQ(back, expected(std::vector<const Tx*>(live.begin(), live.end())))
+        << "after transaction " << i;
+  }
+  EXPECT_GT(padded, 0u);
+}
+
+TEST(Journal, AlignmentThatCannotFitIsRefused) {
+  MemoryMember media{"journal-dev", kDeviceSize};
+  ASSERT_TRUE(Journal::format(media, 0, 16, kArray));
+  auto odd = Journal::open(media, 0, kArray, 1000);
+  ASSERT_FALSE(odd);
+  EXPECT_NE(odd.error().message.find("alignment 1000"), std::string::npos) << odd.error().message;
+  auto big = Journal::open(media, 0, kArray, 8 * kJournalBlockSize);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("two aligned units"), std::string::npos)
+      << big.error().message;
 }
 
 // Past one descriptor's 254 blocks, a transaction chains descriptors and is still replayed

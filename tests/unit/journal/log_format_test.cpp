@@ -100,7 +100,7 @@ TEST(JournalSuperblock, EncodesDocumentedLayout) {
   EXPECT_EQ(block[1], std::byte{'T'});
   EXPECT_EQ(block[2], std::byte{'J'});
   EXPECT_EQ(block[3], std::byte{'S'});
-  EXPECT_EQ(get<uint16_t>(block, 4), 1);
+  EXPECT_EQ(get<uint16_t>(block, 4), 2);
   EXPECT_EQ(get<uint16_t>(block, 6), 0);
   EXPECT_EQ(block[8], std::byte{0x10});
   EXPECT_EQ(block[23], std::byte{0x1f});
@@ -168,7 +168,7 @@ const Damage kSuperblockDamages[] = {
     {"member_superblock_magic", jsb::kMagic, 4, kSuperblockMagic, ENODATA, "no stripefs journal",
      "magic 0x53545046"},
     {"major_0", jsb::kVersionMajor, 2, 0, EINVAL, "not supported", "version 0.0"},
-    {"major_2", jsb::kVersionMajor, 2, 2, EINVAL, "not supported", "version 2.0"},
+    {"major_3", jsb::kVersionMajor, 2, 3, EINVAL, "not supported", "version 3.0"},
     {"blocks_0", jsb::kBlocks, 8, 0, EINVAL, "less than 8", "blocks 0"},
     {"blocks_7", jsb::kBlocks, 8, 7, EINVAL, "less than 8", "blocks 7"},
     {"blocks_below_tail", jsb::kBlocks, 8, 10, EINVAL, "not in [1, 10)", "tail 10"},
@@ -425,7 +425,7 @@ TEST(JournalDescriptor, EverySingleBitFlipIsRejected) {
 // ---- commit --------------------------------------------------------------------------------
 
 JournalCommit populated_commit() {
-  return {.sequence = kSequence, .count = 17, .descriptor_checksum = 0xfeed'beef};
+  return {.sequence = kSequence, .count = 17, .descriptor_checksum = 0xfeed'beef, .padding = 45};
 }
 
 Block encoded(const JournalCommit& c) {
@@ -446,11 +446,13 @@ TEST(JournalCommit, RoundTripsEveryField) {
   EXPECT_NE(in.sequence, d.sequence);
   EXPECT_NE(in.count, d.count);
   EXPECT_NE(in.descriptor_checksum, d.descriptor_checksum);
+  EXPECT_NE(in.padding, d.padding);
   auto out = decode_journal_commit(encoded(in), kSequence);
   ASSERT_TRUE(out) << out.error().message;
   EXPECT_EQ(out->sequence, in.sequence);
   EXPECT_EQ(out->count, in.count);
   EXPECT_EQ(out->descriptor_checksum, in.descriptor_checksum);
+  EXPECT_EQ(out->padding, in.padding);
   EXPECT_EQ(*out, in);
   auto unchecked = decode_journal_commit(encoded(in), 0);
   ASSERT_TRUE(unchecked) << unchecked.error().message;
@@ -466,7 +468,8 @@ TEST(JournalCommit, EncodesDocumentedLayout) {
   EXPECT_EQ(get<uint64_t>(block, 4), kSequence);
   EXPECT_EQ(get<uint32_t>(block, 12), 17u);
   EXPECT_EQ(get<uint32_t>(block, 16), 0xfeed'beefu);
-  for (size_t at = 20; at < 4092; ++at) ASSERT_EQ(block[at], std::byte{0}) << "reserved " << at;
+  EXPECT_EQ(get<uint32_t>(block, 20), 45u);
+  for (size_t at = 24; at < 4092; ++at) ASSERT_EQ(block[at], std::byte{0}) << "reserved " << at;
   EXPECT_EQ(get<uint32_t>(block, 4092), crc32c(block));
 }
 
