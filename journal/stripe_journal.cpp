@@ -220,7 +220,19 @@ Result<uint64_t> StripeJournal::replay(Volume& volume) {
         }
         ++replayed;
         if (!volume.active(member) || volume.member(member) == nullptr) return {};
-        return member_write(*volume.member(member), offset, data.first(length));
+        auto w = member_write(*volume.member(member), offset, data.first(length));
+        if (!w) {
+          // As md does: the member is failed and replay goes on, if the array can run
+          // without it (Array::open records the failure in the survivors' superblocks).
+          volume.fail_member(member, w.error());
+          if (volume.failed()) {
+            return fail(w.error().code,
+                        "stripe journal replay: {}; the array cannot run "
+                        "without that member",
+                        w.error().message);
+          }
+        }
+        return {};
       });
   if (!last) return fail(last.error());
   if (*last != 0) {

@@ -294,7 +294,8 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   }
   // What an unclean shutdown may have left inconsistent: the bitmap's ranges, or all.
   std::vector<std::pair<uint64_t, uint64_t>> to_resync;
-  if (!sb.clean() && !degraded) {
+  // A member that failed during replay is out too: resync needs every member.
+  if (!sb.clean() && (*volume)->missing_members() == 0) {
     if (intent && !(stripe_log && stripe_log->lost_records())) {
       for (auto [begin, end] : intent->ranges_to_resync()) {
         to_resync.push_back((*volume)->stripes_of(begin, end));
@@ -325,6 +326,14 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       if (array->by_role_[role] == nullptr &&
           array->master_.member_states[role] == MemberState::active) {
         array->master_.member_states[role] = MemberState::missing;
+      }
+      // Failed before the failure listener was installed (during replay): recorded here,
+      // before the superblocks are written, so it can never come back as current.
+      if (array->by_role_[role] != nullptr && !array->volume_->active(role) &&
+          array->master_.member_states[role] == MemberState::active) {
+        array->master_.member_states[role] = MemberState::faulty;
+        raid_log().error("array {}: role {} ({}) failed while the array was starting",
+                         format_uuid(sb.array_uuid), role, array->by_role_[role]->name());
       }
     }
     array->master_.set_clean(false);

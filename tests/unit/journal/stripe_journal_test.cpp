@@ -288,6 +288,62 @@ TEST(StripeJournal, ArrayWithJournalNeedsItsDeviceAndReplaysAtOpen) {
   EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
 }
 
+// A member that fails while the journal is replayed, before the array's failure listener
+// exists, is still recorded as faulty in the survivors' superblocks: it must never be
+// assembled again as if it were current (review finding).
+TEST(StripeJournal, MemberFailingDuringReplayIsRecordedFaulty) {
+  test::MemoryArray media(4, 8 << 20);
+  MemoryMember journal_device("nvme-journal", 4 << 20);
+  ArrayOptions create;
+  create.chunk_size = 64 * 1024;
+  add_stripe_journal(create, journal_device, 0, 256);
+  ASSERT_TRUE(create_array(media.members(), create));
+  OpenOptions options;
+  use_stripe_journal(options, journal_device);
+  // The crash image: a partial stripe logged, never checkpointed.
+  std::vector<std::vector<std::byte>> members_image;
+  std::vector<std::byte> journal_image;
+  AlignedBuffer data = test::random_buffer(8192, 5);
+  {
+    auto opened = Array::open(media.members(), options);
+    ASSERT_TRUE(opened) << opened.error().message;
+    ASSERT_TRUE((*opened)->volume().write(4096, data.span()));
+    for (auto& m : media.media) {
+      members_image.emplace_back(m->contents().begin(), m->contents().end());
+    }
+    journal_image.assign(journal_device.contents().begin(), journal_device.contents().end());
+    ASSERT_TRUE((*opened)->close());
+  }
+  for (size_t i = 0; i < media.media.size(); ++i) {
+    std::copy(members_image[i].begin(), members_image[i].end(), media.media[i]->contents().begin());
+  }
+  std::copy(journal_image.begin(), journal_image.end(), journal_device.contents().begin());
+  // Replay writes the logged chunk to its member, which now fails every write.
+  auto probe = Geometry::create(RaidLevel::raid5, 4, 64 * 1024, 1 << 20);
+  const unsigned target = probe->locate(0, 0).member;
+  media.faulty[target]->fail_range(MemberOp::write, {0, UINT64_MAX});
+  {
+    auto opened = Array::open(media.members(), options);
+    ASSERT_TRUE(opened) << opened.error().message;
+    EXPECT_FALSE((*opened)->volume().active(target));
+    AlignedBuffer back(data.size());
+    ASSERT_TRUE((*opened)->volume().read(4096, back.span()));
+    EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0)
+        << "the logged data reads back, rebuilt from the survivors";
+    ASSERT_TRUE((*opened)->close());
+  }
+  for (unsigned m = 0; m < 4; ++m) {
+    if (m == target) continue;
+    auto sb = read_superblock(*media.faulty[m]);
+    ASSERT_TRUE(sb) << sb.error().message;
+    EXPECT_EQ(sb->member_states[target], MemberState::faulty) << "as member " << m << " says";
+  }
+  media.faulty[target]->heal();
+  auto again = Array::open(media.members(), options);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_FALSE((*again)->volume().active(target)) << "a failed member is not assembled as current";
+}
+
 // On real io_uring members, completions run on the engine's thread: nothing on the journal's
 // path may block that thread, nor hold a lock across I/O that a completion needs. (A
 // checkpoint once held the journal's lock across its superblock write: a deadlock.)
