@@ -290,7 +290,7 @@ TEST(StripeJournal, ArrayWithJournalNeedsItsDeviceAndReplaysAtOpen) {
 
 // A member that fails while the journal is replayed, before the array's failure listener
 // exists, is still recorded as faulty in the survivors' superblocks: it must never be
-// assembled again as if it were current (review finding).
+// assembled again as if it were current.
 TEST(StripeJournal, MemberFailingDuringReplayIsRecordedFaulty) {
   test::MemoryArray media(4, 8 << 20);
   MemoryMember journal_device("nvme-journal", 4 << 20);
