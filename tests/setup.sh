@@ -30,7 +30,11 @@ if [ ! -e "$created" ]; then
   touch "$created"
 fi
 source=$(IFS=:; echo "${members[*]}")
-"$top/build/fs/stripefs" -o "journal_device=$journal,allow_other" "$source" "$mnt"
+if ! "$top/build/fs/stripefs" -o "journal_device=$journal,allow_other" "$source" "$mnt"; then
+  echo "setup.sh: cannot mount the demo in $state (made by an older stripefs whose on-disk" \
+    "format changed?); to make it again, remove $created and run this again" >&2
+  exit 1
+fi
 echo
 echo "stripefs: RAID5 of 4 member files in $state, mounted on $mnt"
 echo "  try:     cp -r /usr/share/doc $mnt/ && df -h $mnt"
