@@ -137,6 +137,7 @@ Result<void> Filesystem::free_orphans() {
         continue;
       }
       if ((*inode)->disk.nlink != 0) {
+        if (auto r = free_past_eof(**inode, lock); !r) return r;
         maybe_evict(**inode, lock);
         continue;
       }
@@ -228,6 +229,11 @@ Result<void> Filesystem::checkpoint() {
 // quarter of the journal is committed first, so no transaction outgrows the journal.
 Filesystem::Lock Filesystem::change_lock() {
   Lock lock(mutex_);
+  (void)commit_while_large(lock);  // a failed commit fails the filesystem: checked later
+  return lock;
+}
+
+Result<void> Filesystem::commit_while_large(Lock& lock) {
   // Dirty inodes count too: each may dirty its table block at commit.
   while (!failed_ &&
          meta_->dirty_blocks() + dirty_inodes_.size() > journal_->capacity_blocks() / 4) {
@@ -235,9 +241,10 @@ Filesystem::Lock Filesystem::change_lock() {
     auto r = commit();
     if (r && meta_->checkpoint_due()) r = checkpoint();
     lock.lock();
-    if (!r) break;
+    if (!r) return r;
   }
-  return lock;
+  if (failed_) return fail(EIO, "{}", failed_->message);
+  return {};
 }
 
 Result<void> Filesystem::fsync(uint64_t ino, bool data_only) {

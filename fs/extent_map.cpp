@@ -204,6 +204,68 @@ Result<void> Filesystem::free_range(Inode& inode, uint64_t first, uint64_t end) 
   return {};
 }
 
+uint64_t Filesystem::step_blocks() const {
+  return std::max<uint64_t>(1, journal_->capacity_blocks() / 8) * kBitsPerBitmapBlock;
+}
+
+// From the end of the range backwards, so that after a crash between steps what is left is
+// the range's beginning: for a truncate, the blocks just past the new size, which the scan
+// after an unclean mount frees (free_past_eof).
+Result<void> Filesystem::free_range_in_steps(Inode& inode, uint64_t first, uint64_t end,
+                                             Lock& lock) {
+  if (auto r = load_extents(inode); !r) return r;
+  if (inode.extents.empty()) return {};
+  uint64_t stop = std::min(end, std::prev(inode.extents.end())->second.extent.logical_end());
+  inode.in_steps = true;
+  // Each extent may sit in a bitmap block of its own: a step frees at most an eighth of the
+  // journal's worth of them.
+  const uint64_t step_extents = std::max<uint64_t>(1, journal_->capacity_blocks() / 8);
+  Result<void> result;
+  while (stop > first) {
+    uint64_t from = first;
+    uint64_t counted = 0;
+    for (auto it = inode.extents.lower_bound(stop); it != inode.extents.begin();) {
+      --it;
+      if (it->second.extent.logical_end() <= first) break;
+      if (++counted == step_extents) {
+        from = std::max(first, it->first);
+        break;
+      }
+    }
+    if (stop - from > step_blocks()) from = stop - step_blocks();
+    if (result = free_range(inode, from, stop); !result) break;
+    stop = from;
+    if (stop > first) {
+      if (result = commit_while_large(lock); !result) break;
+    }
+  }
+  inode.in_steps = false;
+  writeback_cv_.notify_all();
+  return result;
+}
+
+Result<void> Filesystem::free_past_eof(Inode& inode, Lock& lock) {
+  if (!inode.is_reg()) return {};
+  if (auto r = load_extents(inode); !r) return r;
+  const uint64_t eof = (inode.disk.size + kBlockSize - 1) / kBlockSize;
+  std::vector<std::pair<uint64_t, uint64_t>> written;
+  for (const auto& [logical, m] : inode.extents) {
+    if (m.extent.logical_end() <= eof || m.extent.unwritten) continue;
+    written.emplace_back(std::max(eof, logical), m.extent.logical_end());
+  }
+  if (written.empty()) return {};
+  fs_log().warn("inode {}: freeing {} extent(s) past its size left by an interrupted truncate",
+                inode.ino, written.size());
+  for (auto [a, b] : written) {
+    if (auto r = free_range_in_steps(inode, a, b, lock); !r) return r;
+  }
+  return {};
+}
+
+void Filesystem::wait_in_steps(Inode& inode, Lock& lock) {
+  while (inode.in_steps) writeback_cv_.wait(lock);
+}
+
 void Filesystem::free_blocks(uint64_t first, uint64_t count) {
   blocks_->release(*meta_, first, count);
   for (uint64_t b = first; b < first + count && count <= 64; ++b) meta_->forget(b);

@@ -377,6 +377,7 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
   if (!copied) return fail(copied.error());
   auto again = get_inode(ino);  // the inode may have gone while unlocked? (never: it is open)
   if (!again) return fail(again.error());
+  wait_in_steps(**again, lock);  // a truncate in steps: this write comes after it
   Inode& n = **again;
   if (auto r = reserve_delalloc(n, begin, end, lock); !r) return fail(r.error());
   // Partially written first and last blocks take the rest of their bytes from the file.
@@ -486,7 +487,7 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
           const Extent& x = std::prev(e)->second.extent;
           if (x.logical_end() == b) goal = x.physical + x.length;
         }
-        const uint64_t want = std::min<uint64_t>(hole_end - b, kMaxExtentLength);
+        const uint64_t want = std::min<uint64_t>({hole_end - b, kMaxExtentLength, step_blocks()});
         auto got = blocks_->reserve(want, goal, b % stripe == 0 ? stripe : 1);
         if (!got) {
           // Reservations make this impossible; if it happens anyway, say so and stop writing
@@ -647,11 +648,17 @@ Result<std::shared_ptr<AlignedBuffer>> Filesystem::zero_range_in_cache(Inode& in
 }
 
 Result<void> Filesystem::truncate(Inode& inode, uint64_t size, Lock& lock) {
+  wait_in_steps(inode, lock);
   if (auto r = load_extents(inode); !r) return r;
   if (size < inode.disk.size) {
     wait_writeback(inode, lock);
     drop_ranges(inode, align_up(size), UINT64_MAX);
-    if (auto r = free_range(inode, align_up(size) / kBlockSize, UINT64_MAX); !r) return r;
+    // The new size goes in the first step's transaction: past it, a crash between steps
+    // leaves only blocks that the scan after an unclean mount frees.
+    inode.disk.size = size;
+    dirty(inode);
+    if (auto r = free_range_in_steps(inode, align_up(size) / kBlockSize, UINT64_MAX, lock); !r)
+      return r;
     // The bytes past the new end in its last block must read as zeros if the file grows.
     if (size % kBlockSize != 0) {
       auto mapped = map_block(inode, size / kBlockSize);
@@ -679,6 +686,7 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
   Inode& n = **found;
   if (!n.is_reg()) return fail(n.is_dir() ? EISDIR : ENODEV, "not a regular file");
   if (length == 0 || offset + length < offset) return fail(EINVAL, "bad range");
+  wait_in_steps(n, lock);
   const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
   if ((mode & ~known) != 0) return fail(EOPNOTSUPP, "fallocate mode {:#x}", mode);
   if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)) {
@@ -695,7 +703,7 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
     const uint64_t first = align_up(offset) / kBlockSize, last = clip / kBlockSize;
     if (first < last) {
       drop_ranges(n, first * kBlockSize, last * kBlockSize);
-      if (auto r = free_range(n, first, last); !r) return r;
+      if (auto r = free_range_in_steps(n, first, last, lock); !r) return r;
     }
     // Partial blocks at the edges are zeroed through the cache.
     if (offset % kBlockSize != 0) {
@@ -707,7 +715,18 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
     }
   }
   if (!(mode & FALLOC_FL_PUNCH_HOLE)) {
-    // Allocate the holes as unwritten extents: reserved space that reads as zeros.
+    // Allocate the holes as unwritten extents: reserved space that reads as zeros. In
+    // steps of at most step_blocks(), committed in between once the transaction is large (a
+    // crash between steps leaves unwritten extents: a preallocation, consistent).
+    n.in_steps = true;
+    struct Done {
+      Filesystem& fs;
+      Inode& n;
+      ~Done() {
+        n.in_steps = false;
+        fs.writeback_cv_.notify_all();
+      }
+    } done{*this, n};
     for (uint64_t b = offset / kBlockSize; b < align_up(end) / kBlockSize;) {
       auto mapped = map_block(n, b);
       if (!mapped) return fail(mapped.error());
@@ -733,6 +752,7 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
       insert_extent(n, Extent{b, got->first, static_cast<uint32_t>(got->second), true});
       n.disk.blocks += got->second;
       b += got->second;
+      if (auto r = commit_while_large(lock); !r) return r;
     }
   }
   if (!(mode & FALLOC_FL_KEEP_SIZE) && end > n.disk.size) n.disk.size = end;

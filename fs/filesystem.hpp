@@ -181,6 +181,16 @@ class Filesystem {
   Result<uint64_t> ensure_block(Inode& inode, uint64_t file_block);  // metadata files
   void insert_extent(Inode& inode, Extent extent);
   Result<void> free_range(Inode& inode, uint64_t first, uint64_t end);  // file blocks
+  // Blocks freed or allocated in one step of an operation done in steps: what an eighth of
+  // the journal's bitmap blocks cover (plus one, for a run that straddles two).
+  uint64_t step_blocks() const;
+  // free_range in steps that each fit a transaction, committing in between: for ranges of
+  // any size (a truncate of many TiB). The lock is released while committing.
+  Result<void> free_range_in_steps(Inode& inode, uint64_t first, uint64_t end, Lock& lock);
+  // After a crash in the middle of free_range_in_steps: the written extents left past a
+  // regular file's size are freed (unwritten ones are preallocations, and stay).
+  Result<void> free_past_eof(Inode& inode, Lock& lock);
+  void wait_in_steps(Inode& inode, Lock& lock);
   void free_blocks(uint64_t first, uint64_t count);
 
   // directories (directory.cpp)
@@ -215,6 +225,9 @@ class Filesystem {
   void for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f);
   Result<void> ensure_space(uint64_t blocks, Lock& lock);  // commits and checkpoints to find it
   Lock change_lock();  // the lock, after committing a running transaction grown large
+  // With the lock held: commits (releasing the lock meanwhile) while the running
+  // transaction is past a quarter of the journal.
+  Result<void> commit_while_large(Lock& lock);
   Result<std::shared_ptr<AlignedBuffer>> zero_range_in_cache(Inode& inode, uint64_t offset,
                                                              uint64_t end, Lock& lock);
   void split_extent_at(Inode& inode, uint64_t file_block);

@@ -54,6 +54,9 @@ struct Filesystem::Inode {
   // done (writeback_deferred): two jobs for one block could land in either order.
   IntervalSet inflight;
   bool writeback_deferred = false;
+  // Blocks are being freed or allocated in steps, with commits (and the lock released) in
+  // between: writers, truncates, opens and eviction wait (wait_in_steps).
+  bool in_steps = false;
   std::optional<DirHeader> dir;  // cached directory header
 
   bool is_dir() const { return (disk.mode & S_IFMT) == S_IFDIR; }

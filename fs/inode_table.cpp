@@ -111,7 +111,7 @@ Attr Filesystem::attr_of(const Inode& inode) const {
 
 // Drops an inode nobody refers to; frees it for good when it has no links either.
 void Filesystem::maybe_evict(Inode& inode, Lock& lock) {
-  if (inode.lookups > 0 || inode.opens > 0 || inode.ino == kRootInode) return;
+  if (inode.lookups > 0 || inode.opens > 0 || inode.ino == kRootInode || inode.in_steps) return;
   // With writebacks in flight it stays: writeback_done comes back here when they are done.
   if (inode.writebacks > 0) return;
   if (inode.disk.nlink == 0) {

@@ -237,6 +237,11 @@ Result<void> Filesystem::unlink(uint64_t parent, std::string_view name) {
   n.disk.ctime = d.disk.mtime = d.disk.ctime = now();
   dirty(n);
   dirty(d);
+  if (n.disk.nlink == 0 && n.opens == 0 && n.writebacks == 0 && n.is_reg() && !n.in_steps) {
+    // Its blocks go now, in steps: a file of many TiB is more than one transaction.
+    drop_ranges(n, 0, UINT64_MAX);
+    if (auto r = free_range_in_steps(n, 0, UINT64_MAX, lock); !r) return r;
+  }
   maybe_evict(n, lock);
   return {};
 }
@@ -383,6 +388,7 @@ Result<void> Filesystem::open(uint64_t ino) {
   Lock lock(mutex_);
   auto found = get_inode(ino);
   if (!found) return fail(found.error());
+  wait_in_steps(**found, lock);
   ++(*found)->opens;
   return {};
 }

@@ -1,8 +1,8 @@
 #include "volume_device.hpp"
 
-#include "log_format.hpp"
-
 #include <memory>
+
+#include "log_format.hpp"
 
 namespace stripefs::fs {
 
