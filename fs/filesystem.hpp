@@ -191,6 +191,7 @@ class Filesystem {
   // regular file's size are freed (unwritten ones are preallocations, and stay).
   Result<void> free_past_eof(Inode& inode, Lock& lock);
   void wait_in_steps(Inode& inode, Lock& lock);
+  Result<void> free_unlinked(Inode& inode, Lock& lock);
   void free_blocks(uint64_t first, uint64_t count);
 
   // directories (directory.cpp)

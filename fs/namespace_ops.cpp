@@ -237,13 +237,21 @@ Result<void> Filesystem::unlink(uint64_t parent, std::string_view name) {
   n.disk.ctime = d.disk.mtime = d.disk.ctime = now();
   dirty(n);
   dirty(d);
-  if (n.disk.nlink == 0 && n.opens == 0 && n.writebacks == 0 && n.is_reg() && !n.in_steps) {
-    // Its blocks go now, in steps: a file of many TiB is more than one transaction.
-    drop_ranges(n, 0, UINT64_MAX);
-    if (auto r = free_range_in_steps(n, 0, UINT64_MAX, lock); !r) return r;
-  }
+  if (auto r = free_unlinked(n, lock); !r) return r;
   maybe_evict(n, lock);
   return {};
+}
+
+// A file of many TiB is more than one transaction to free: its blocks go now, in steps,
+// and destroy_inode (one transaction) finds little left.
+Result<void> Filesystem::free_unlinked(Inode& n, Lock& lock) {
+  if (n.disk.nlink != 0 || n.opens != 0 || !n.is_reg() || n.in_steps) return {};
+  n.in_steps = true;  // not evicted by a writeback's end while we wait for it
+  wait_writeback(n, lock);
+  n.in_steps = false;
+  if (n.disk.nlink != 0 || n.opens != 0) return {};  // linked or opened again meanwhile
+  drop_ranges(n, 0, UINT64_MAX);
+  return free_range_in_steps(n, 0, UINT64_MAX, lock);
 }
 
 Result<void> Filesystem::rmdir(uint64_t parent, std::string_view name) {
@@ -277,6 +285,7 @@ Result<void> Filesystem::rmdir(uint64_t parent, std::string_view name) {
 Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t new_parent,
                                 std::string_view new_name, unsigned flags) {
   Lock lock = change_lock();
+  uint64_t replaced = 0;  // the inode a rename over an existing name unlinked
   if (auto r = check_writable(); !r) return r;
   if ((flags & kRenameNoReplace) && (flags & kRenameExchange)) return fail(EINVAL, "bad flags");
   if (flags & ~(kRenameNoReplace | kRenameExchange)) return fail(EINVAL, "unsupported flags");
@@ -367,7 +376,7 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
     }
     o.disk.ctime = t;
     dirty(o);
-    maybe_evict(o, lock);
+    replaced = o.ino;
   } else if (auto r = dir_add(dd, new_name, s.ino, dtype(s.disk.mode)); !r) {
     return r;
   }
@@ -381,6 +390,12 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
   dirty(s);
   dirty(sd);
   dirty(dd);
+  // The replaced file, once the rename is whole: freeing it may commit in between.
+  if (auto it = inode_cache_.find(replaced); replaced != 0 && it != inode_cache_.end()) {
+    Inode& o = *it->second;
+    if (auto r = free_unlinked(o, lock); !r) return r;
+    maybe_evict(o, lock);
+  }
   return {};
 }
 
@@ -399,6 +414,9 @@ void Filesystem::release(uint64_t ino) {
   if (it == inode_cache_.end()) return;
   Inode& n = *it->second;
   if (n.opens > 0) --n.opens;
+  if (auto r = free_unlinked(n, lock); !r) {
+    fs_log().error("inode {}: freeing its blocks: {}", ino, r.error().message);
+  }
   maybe_evict(n, lock);
 }
 

@@ -110,6 +110,41 @@ TEST(LargeOperations, FallocateTruncateAndUnlinkOfTensOfGiBGoInSteps) {
   EXPECT_EQ(t.free_blocks(), free_at_start);
 }
 
+// The last close of a huge file unlinked while open, and a rename over a huge file, free it
+// in steps as unlink does (each frees more bitmap blocks than a transaction holds).
+TEST(LargeOperations, LastCloseAndRenameOverFreeHugeFilesInSteps) {
+  SparseFs t;
+  ASSERT_TRUE(t.fs);
+  const uint64_t free_at_start = t.free_blocks();
+  const uint64_t size = 33 * kGiB;
+  auto a = t.fs->mknod(fs::kRootInode, "open-then-unlinked", S_IFREG | 0644, 0, t.root);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(t.fs->open(a->ino));
+  ASSERT_TRUE(t.fs->fallocate(a->ino, 0, 0, size));
+  ASSERT_TRUE(t.fs->unlink(fs::kRootInode, "open-then-unlinked"));
+  EXPECT_LE(t.free_blocks() + size / 4096, free_at_start) << "still open: still allocated";
+  t.fs->release(a->ino);
+  t.fs->forget(a->ino, 1);
+  EXPECT_EQ(t.free_blocks(), free_at_start);
+
+  auto b = t.fs->mknod(fs::kRootInode, "replaced", S_IFREG | 0644, 0, t.root);
+  ASSERT_TRUE(b) << b.error().message;
+  ASSERT_TRUE(t.fs->fallocate(b->ino, 0, 0, size));
+  auto c = t.fs->mknod(fs::kRootInode, "newer", S_IFREG | 0644, 0, t.root);
+  ASSERT_TRUE(c) << c.error().message;
+  auto r = t.fs->rename(fs::kRootInode, "newer", fs::kRootInode, "replaced", 0);
+  ASSERT_TRUE(r) << r.error().message;
+  t.fs->forget(b->ino, 1);
+  EXPECT_EQ(t.free_blocks(), free_at_start);
+  auto found = t.fs->lookup(fs::kRootInode, "replaced");
+  ASSERT_TRUE(found) << found.error().message;
+  EXPECT_EQ(found->ino, c->ino);
+  ASSERT_TRUE(t.fs->unmount());
+  t.fs.reset();
+  t.mount();
+  EXPECT_EQ(t.free_blocks(), free_at_start);
+}
+
 // A crash between the steps of a truncate leaves written blocks past the new size; the scan
 // after an unclean mount frees them, so a file grown again reads zeros there, never the old
 // data, and no block is lost.
