@@ -407,6 +407,39 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
   return size;
 }
 
+Result<size_t> Filesystem::write_shared(uint64_t ino, uint64_t offset, size_t size,
+                                        std::shared_ptr<AlignedBuffer> buffer,
+                                        size_t buffer_offset) {
+  if (offset % kBlockSize != 0 || size % kBlockSize != 0 || !buffer ||
+      buffer_offset + size > buffer->size()) {
+    return fail(EINVAL, "shared write at {} of {} bytes: not whole blocks of the buffer", offset,
+                size);
+  }
+  Lock lock = change_lock();
+  if (auto r = check_writable(); !r) return fail(r.error());
+  auto found = get_inode(ino);
+  if (!found) return fail(found.error());
+  if ((*found)->is_dir()) return fail(EISDIR, "is a directory");
+  if (offset + size < offset || offset + size > kMaxFileSize) {
+    return fail(EFBIG, "write past the largest possible file");
+  }
+  if (size == 0) return 0;
+  if (auto r = load_extents(**found); !r) return fail(r.error());
+  throttle(lock);               // waits without the lock
+  auto again = get_inode(ino);  // still cached: it is open
+  if (!again) return fail(again.error());
+  wait_in_steps(**again, lock);
+  Inode& n = **again;
+  if (auto r = reserve_delalloc(n, offset, offset + size, lock); !r) return fail(r.error());
+  stats_.bytes_shared += size;
+  insert_range(n, offset, size, std::move(buffer), buffer_offset);
+  if (offset + size > n.disk.size) n.disk.size = offset + size;
+  n.disk.mtime = n.disk.ctime = now();
+  dirty(n);
+  maybe_full_stripe_writeback(n, offset, offset + size, lock);
+  return size;
+}
+
 // Streaming writes go out as soon as whole stripes of the file are dirty.
 void Filesystem::maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint64_t end,
                                              Lock& lock) {
@@ -816,6 +849,18 @@ Result<size_t> Filesystem::copy_file_range(uint64_t in, uint64_t in_offset, uint
     if (!data) return done > 0 ? Result<size_t>(done) : fail(data.error());
     const size_t n = data->size();
     if (n == 0) break;
+    // Whole blocks, aligned on both sides: the source's buffer is shared, not copied (the
+    // last partial block, if any, comes round again and is copied).
+    const size_t whole = n / kBlockSize * kBlockSize;
+    if ((in_offset + done) % kBlockSize == 0 && (out_offset + done) % kBlockSize == 0 &&
+        whole > 0 && data->fragments.size() == 1 && data->buffers.size() == 1) {
+      const auto offset_in_buffer =
+          static_cast<size_t>(data->fragments[0].data() - data->buffers[0]->data());
+      auto shared = write_shared(out, out_offset + done, whole, data->buffers[0], offset_in_buffer);
+      if (!shared) return done > 0 ? Result<size_t>(done) : fail(shared.error());
+      done += whole;
+      continue;
+    }
     auto written = write(out, out_offset + done, n, [&](std::span<std::byte> dest) -> Result<void> {
       size_t at = 0;
       for (auto f : data->fragments) {

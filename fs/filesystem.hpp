@@ -73,6 +73,7 @@ struct FsStatfs {
 
 struct FsStats {
   uint64_t bytes_copied_in = 0;       // copies of file data into the cache (the one copy)
+  uint64_t bytes_shared = 0;          // copy_file_range blocks that took the source's buffer
   uint64_t edge_fill_bytes = 0;       // extra reads to complete partially written blocks
   uint64_t writeback_bytes = 0;       // data handed to the Volume
   uint64_t writeback_done_bytes = 0;  // ... and written
@@ -140,6 +141,10 @@ class Filesystem {
   // Copies `size` bytes of payload with `copy(dest)` (the only copy of the data) at `offset`.
   using CopyIn = std::function<Result<void>(std::span<std::byte> dest)>;
   Result<size_t> write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy);
+  // Whole blocks at a block-aligned `offset` whose data is `buffer`'s from `buffer_offset`:
+  // the buffer (immutable, as every cached one) joins the file's cache as it is, uncopied.
+  Result<size_t> write_shared(uint64_t ino, uint64_t offset, size_t size,
+                              std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset);
   Result<void> fsync(uint64_t ino, bool data_only);
   Result<void> fallocate(uint64_t ino, int mode, uint64_t offset, uint64_t length);
   Result<uint64_t> lseek(uint64_t ino, uint64_t offset, int whence);

@@ -66,6 +66,7 @@ nlohmann::json stats_json(Array& array, Filesystem& fs) {
             {"member_read_ios", v.member_read_ios}}},
           {"filesystem",
            {{"bytes_copied_in", f.bytes_copied_in},
+            {"bytes_shared", f.bytes_shared},
             {"edge_fill_bytes", f.edge_fill_bytes},
             {"writeback_bytes", f.writeback_bytes},
             {"writeback_done_bytes", f.writeback_done_bytes},

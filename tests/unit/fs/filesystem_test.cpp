@@ -84,6 +84,32 @@ TEST(Filesystem, MetadataJournalCommitsAreWholeStripes) {
   }
 }
 
+// copy_file_range shares whole aligned blocks (the source's immutable buffers, uncopied)
+// and copies a partial tail; the copy keeps its contents when the source changes later,
+// and after a remount.
+TEST(Filesystem, CopyFileRangeSharesWholeBlocksAndCopiesTheTail) {
+  MemoryFs t;
+  const uint64_t src = t.create(kRootInode, "src"), dst = t.create(kRootInode, "dst");
+  const std::vector<std::byte> data = pattern((3 << 20) + 100, 4);
+  ASSERT_TRUE(t.write(src, 0, data));
+  const fs::FsStats before = t.fs->stats();
+  auto n = t.fs->copy_file_range(src, 0, dst, 0, data.size());
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(*n, data.size());
+  const fs::FsStats after = t.fs->stats();
+  EXPECT_EQ(after.bytes_shared - before.bytes_shared, 3u << 20);
+  EXPECT_EQ(after.bytes_copied_in - before.bytes_copied_in, 100u);
+  ASSERT_TRUE(t.write(src, 0, pattern(data.size(), 5)));  // the source changes
+  EXPECT_TRUE(t.read(dst, 0, data.size()) == data);
+  // Not aligned in the destination: copied.
+  auto odd = t.fs->copy_file_range(src, 0, dst, data.size() + 1, 8192);
+  ASSERT_TRUE(odd) << odd.error().message;
+  EXPECT_EQ(t.fs->stats().bytes_shared, after.bytes_shared);
+  t.remount();
+  EXPECT_TRUE(t.read(dst, 0, data.size()) == data);
+  EXPECT_TRUE(t.read(dst, data.size() + 1, 8192) == pattern(8192, 5));
+}
+
 TEST(Filesystem, DirectoryOperationsAndPersistence) {
   MemoryFs t;
   const uint64_t d = t.create(kRootInode, "dir", S_IFDIR | 0755);
