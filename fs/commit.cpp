@@ -141,7 +141,7 @@ Result<void> Filesystem::free_orphans() {
         maybe_evict(**inode, lock);
         continue;
       }
-      if (auto r = destroy_inode(**inode, lock); !r) return r;
+      if (auto r = destroy_inode_in_steps(**inode, lock); !r) return r;
       ++freed;
     }
   }
@@ -290,7 +290,7 @@ Result<void> Filesystem::unmount() {
       Inode& inode = *inode_cache_.at(ino);
       inode.lookups = 0;
       inode.opens = 0;
-      if (auto r = destroy_inode(inode, lock); !r) return r;
+      if (auto r = destroy_inode_in_steps(inode, lock); !r) return r;
     }
   }
   if (auto r = commit(); !r) return r;

@@ -213,6 +213,7 @@ uint64_t Filesystem::step_blocks() const {
 // after an unclean mount frees (free_past_eof).
 Result<void> Filesystem::free_range_in_steps(Inode& inode, uint64_t first, uint64_t end,
                                              Lock& lock) {
+  wait_in_steps(inode, lock);  // another operation in steps, started while we waited
   if (auto r = load_extents(inode); !r) return r;
   if (inode.extents.empty()) return {};
   uint64_t stop = std::min(end, std::prev(inode.extents.end())->second.extent.logical_end());
@@ -258,6 +259,7 @@ Result<void> Filesystem::free_past_eof(Inode& inode, Lock& lock) {
                 inode.ino, written.size());
   for (auto [a, b] : written) {
     if (auto r = free_range_in_steps(inode, a, b, lock); !r) return r;
+    if (auto r = commit_while_large(lock); !r) return r;
   }
   return {};
 }

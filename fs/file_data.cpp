@@ -289,12 +289,14 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
   start_plan(volume_, plan, begin, buffer->span(),
              [this, epoch, ino, offset, reply = std::move(reply),
               done = std::move(done)](Result<void> r) mutable {
-               finish_read(epoch);
+               // The reply first: wait_reads() then covers it too.
                if (!r) {
                  fs_log().error("inode {}: read at {}: {}", ino, offset, r.error().message);
-                 return done(fail(EIO, "{}", r.error().message));
+                 done(fail(EIO, "{}", r.error().message));
+               } else {
+                 done(std::move(reply));
                }
-               done(std::move(reply));
+               finish_read(epoch);
              });
 }
 
@@ -312,6 +314,11 @@ Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
   return std::move(*result);
 }
 
+void Filesystem::wait_reads() {
+  std::unique_lock reads(reads_mutex_);
+  reads_cv_.wait(reads, [&] { return active_reads_.empty(); });
+}
+
 uint64_t Filesystem::start_read_locked() {
   std::lock_guard reads(reads_mutex_);
   ++active_reads_[epoch_];
@@ -327,6 +334,7 @@ void Filesystem::finish_read(uint64_t epoch) {
     if (auto it = active_reads_.find(epoch); it != active_reads_.end() && --it->second == 0) {
       active_reads_.erase(it);
     }
+    if (active_reads_.empty()) reads_cv_.notify_all();
   }
   if (mutex_.try_lock()) {
     release_checkpointed();
@@ -377,9 +385,13 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
   if (!copied) return fail(copied.error());
   auto again = get_inode(ino);  // the inode may have gone while unlocked? (never: it is open)
   if (!again) return fail(again.error());
-  wait_in_steps(**again, lock);  // a truncate in steps: this write comes after it
   Inode& n = **again;
-  if (auto r = reserve_delalloc(n, begin, end, lock); !r) return fail(r.error());
+  // Not while an operation runs in steps (a truncate's steps would free what this write's
+  // writeback allocates): reserve_delalloc may drop the lock, so check again after it.
+  do {
+    wait_in_steps(n, lock);
+    if (auto r = reserve_delalloc(n, begin, end, lock); !r) return fail(r.error());
+  } while (n.in_steps);
   // Partially written first and last blocks take the rest of their bytes from the file.
   const uint64_t stop = offset + size;
   AlignedBuffer edge(kBlockSize);
@@ -428,9 +440,11 @@ Result<size_t> Filesystem::write_shared(uint64_t ino, uint64_t offset, size_t si
   throttle(lock);               // waits without the lock
   auto again = get_inode(ino);  // still cached: it is open
   if (!again) return fail(again.error());
-  wait_in_steps(**again, lock);
   Inode& n = **again;
-  if (auto r = reserve_delalloc(n, offset, offset + size, lock); !r) return fail(r.error());
+  do {  // as in write()
+    wait_in_steps(n, lock);
+    if (auto r = reserve_delalloc(n, offset, offset + size, lock); !r) return fail(r.error());
+  } while (n.in_steps);
   stats_.bytes_shared += size;
   insert_range(n, offset, size, std::move(buffer), buffer_offset);
   if (offset + size > n.disk.size) n.disk.size = offset + size;
@@ -751,6 +765,7 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
     // Allocate the holes as unwritten extents: reserved space that reads as zeros. In
     // steps of at most step_blocks(), committed in between once the transaction is large (a
     // crash between steps leaves unwritten extents: a preallocation, consistent).
+    wait_in_steps(n, lock);
     n.in_steps = true;
     struct Done {
       Filesystem& fs;

@@ -138,6 +138,8 @@ class Filesystem {
   using ReadDone = std::function<void(Result<ReadReply>)>;
   void read(uint64_t ino, uint64_t offset, size_t size, ReadDone done);
   Result<ReadReply> read(uint64_t ino, uint64_t offset, size_t size);  // blocking
+  // Returns once every read started has replied: before the FUSE session goes.
+  void wait_reads();
   // Copies `size` bytes of payload with `copy(dest)` (the only copy of the data) at `offset`.
   using CopyIn = std::function<Result<void>(std::span<std::byte> dest)>;
   Result<size_t> write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy);
@@ -197,6 +199,7 @@ class Filesystem {
   Result<void> free_past_eof(Inode& inode, Lock& lock);
   void wait_in_steps(Inode& inode, Lock& lock);
   Result<void> free_unlinked(Inode& inode, Lock& lock);
+  Result<void> destroy_inode_in_steps(Inode& inode, Lock& lock);
   void free_blocks(uint64_t first, uint64_t count);
 
   // directories (directory.cpp)
@@ -276,6 +279,7 @@ class Filesystem {
   // an older mapping (one that started before that checkpoint) is done.
   uint64_t epoch_ = 0;                                  // checkpoints so far
   std::mutex reads_mutex_;                              // guards active_reads_; taken after mutex_
+  std::condition_variable reads_cv_;                    // with reads_mutex_: no read in flight
   std::map<uint64_t, uint64_t> active_reads_;           // epoch -> reads in flight
   std::deque<std::pair<uint64_t, uint64_t>> releases_;  // (epoch, transaction) waiting
   uint64_t next_job_ = 1;

@@ -124,6 +124,15 @@ void Filesystem::maybe_evict(Inode& inode, Lock& lock) {
   inode_cache_.erase(inode.ino);
 }
 
+// destroy_inode for an inode whose blocks may be more than one transaction frees: they go
+// in steps first. Only where committing is allowed (the scan after a crash, unmount).
+Result<void> Filesystem::destroy_inode_in_steps(Inode& inode, Lock& lock) {
+  drop_ranges(inode, 0, UINT64_MAX);
+  if (auto r = free_range_in_steps(inode, 0, UINT64_MAX, lock); !r) return r;
+  if (auto r = destroy_inode(inode, lock); !r) return r;
+  return commit_while_large(lock);  // so the next one starts afresh
+}
+
 // Frees an unlinked inode's blocks and its table slot. Never waits: the caller made sure no
 // writeback is in flight (so no completion can still find this inode).
 Result<void> Filesystem::destroy_inode(Inode& inode, Lock& lock) {

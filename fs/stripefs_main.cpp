@@ -283,6 +283,8 @@ int run(Config& config, fuse_args& args, Launch& launch) {
         loop_status = fuse_session_loop_mt(session, loop);
         fuse_loop_cfg_destroy(loop);
       }
+      // Reads reply from their completions: none may outlive the session.
+      (*filesystem)->wait_reads();
       fuse_session_unmount(session);
     } else {
       error = fmt::format("cannot mount on {}", mountpoint);

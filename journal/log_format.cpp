@@ -95,8 +95,9 @@ Result<JournalSuperblock> decode_journal_superblock(
   }
   const auto major = get_le<uint16_t>(in, jsb::kVersionMajor);
   const auto minor = get_le<uint16_t>(in, jsb::kVersionMinor);
-  if (major != kJournalMajor) {
-    return fail(EINVAL, "member {}: journal version {}.{} is not supported (major {} only)", where,
+  // Major 1 had no padding: its commit blocks' padding bytes were reserved, zero.
+  if (major != kJournalMajor && major != 1) {
+    return fail(EINVAL, "member {}: journal version {}.{} is not supported (major 1 or {})", where,
                 major, minor, kJournalMajor);
   }
 

@@ -29,7 +29,8 @@
 //   ------  -----  ------------------------------------------------------------------------
 //        0      4  magic                0x534A5453 (bytes 53 54 4A 53, "STJS", on disk)
 //        4      2  version_major        2; a reader refuses a major it does not know
-//                                       (2: commit blocks carry padding)
+//                                       (2: commit blocks carry padding; 1, read too,
+//                                       had that field reserved, zero)
 //        6      2  version_minor        0; a reader accepts any minor (compatible additions)
 //        8     16  array_uuid           must equal the member superblock's array_uuid
 //       24      8  blocks               area size in blocks, superblock included; >= 8

@@ -206,6 +206,7 @@ void StripeJournal::checkpoint_loop() {
 
 Result<uint64_t> StripeJournal::replay(Volume& volume) {
   uint64_t replayed = 0;
+  bool failed_member = false;
   auto last =
       journal_->replay([&](uint64_t target, std::span<const std::byte> data) -> Result<void> {
         unsigned member;
@@ -225,6 +226,7 @@ Result<uint64_t> StripeJournal::replay(Volume& volume) {
           // As md does: the member is failed and replay goes on, if the array can run
           // without it (Array::open records the failure in the survivors' superblocks).
           volume.fail_member(member, w.error());
+          failed_member = true;
           if (volume.failed()) {
             return fail(w.error().code,
                         "stripe journal replay: {}; the array cannot run "
@@ -235,13 +237,16 @@ Result<uint64_t> StripeJournal::replay(Volume& volume) {
         return {};
       });
   if (!last) return fail(last.error());
-  if (*last != 0) {
-    // Rewritten in place: make it durable, then the log may forget it.
+  // Rewritten in place: make it durable, then the log may forget it. Not while a member
+  // failed here is unrecorded: the log is all that says what it missed, so the caller
+  // records the failure first and then checkpoints (Array::open does).
+  if (*last != 0 && !failed_member) {
     if (auto f = volume.flush(); !f) return fail(f.error());
     if (auto c = journal_->checkpoint(*last); !c) return fail(c.error());
   }
   std::lock_guard lock(mutex_);
-  last_logged_ = last_checkpoint_ = *last;
+  last_logged_ = *last;
+  last_checkpoint_ = failed_member ? 0 : *last;
   logged_stripes_.clear();
   return replayed;
 }

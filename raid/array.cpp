@@ -343,6 +343,13 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       return fail(w.error());
     }
   }
+  // Replay keeps its records when it failed a member; recorded now, they may go.
+  if (array->stripe_log_) {
+    if (auto c = array->stripe_log_->checkpoint(); !c) {
+      array->closed_ = true;
+      return fail(c.error());
+    }
+  }
   if (!to_resync.empty()) {
     uint64_t total = 0;
     for (auto [first, last] : to_resync) total += last - first + 1;

@@ -139,6 +139,17 @@ TEST(JournalSuperblock, AcceptsHigherMinorVersion) {
   EXPECT_EQ(*out, populated_superblock());
 }
 
+// Journals written before padding existed (major 1) are read: their commits' padding
+// field was reserved and zero.
+TEST(JournalSuperblock, AcceptsMajorOneBeforePadding) {
+  Block block = encoded(populated_superblock());
+  put<uint16_t>(block, jsb::kVersionMajor, 1);
+  reseal(block);
+  auto out = decode_journal_superblock(block, kWhere, array_uuid());
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(*out, populated_superblock());
+}
+
 auto damage_name = [](const testing::TestParamInfo<Damage>& info) { return info.param.name; };
 
 class JournalSuperblockDamage : public testing::TestWithParam<Damage> {};
