@@ -213,11 +213,10 @@ uint64_t Filesystem::step_blocks() const {
 // after an unclean mount frees (free_past_eof).
 Result<void> Filesystem::free_range_in_steps(Inode& inode, uint64_t first, uint64_t end,
                                              Lock& lock) {
-  wait_in_steps(inode, lock);  // another operation in steps, started while we waited
+  InSteps steps(*this, inode, lock);
   if (auto r = load_extents(inode); !r) return r;
   if (inode.extents.empty()) return {};
   uint64_t stop = std::min(end, std::prev(inode.extents.end())->second.extent.logical_end());
-  inode.in_steps = true;
   // Each extent may sit in a bitmap block of its own: a step frees at most an eighth of the
   // journal's worth of them.
   const uint64_t step_extents = std::max<uint64_t>(1, journal_->capacity_blocks() / 8);
@@ -240,8 +239,6 @@ Result<void> Filesystem::free_range_in_steps(Inode& inode, uint64_t first, uint6
       if (result = commit_while_large(lock); !result) break;
     }
   }
-  inode.in_steps = false;
-  writeback_cv_.notify_all();
   return result;
 }
 
@@ -266,6 +263,18 @@ Result<void> Filesystem::free_past_eof(Inode& inode, Lock& lock) {
 
 void Filesystem::wait_in_steps(Inode& inode, Lock& lock) {
   while (inode.in_steps) writeback_cv_.wait(lock);
+}
+
+// Another operation in steps on the inode (perhaps one started while its caller waited for
+// something else) finishes first.
+Filesystem::InSteps::InSteps(Filesystem& fs, Inode& inode, Lock& lock) : fs_(fs), inode_(inode) {
+  fs.wait_in_steps(inode, lock);
+  inode.in_steps = true;
+}
+
+Filesystem::InSteps::~InSteps() {
+  inode_.in_steps = false;
+  fs_.writeback_cv_.notify_all();
 }
 
 void Filesystem::free_blocks(uint64_t first, uint64_t count) {

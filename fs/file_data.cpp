@@ -364,8 +364,9 @@ Result<void> Filesystem::fill_from_volume(Inode& inode, uint64_t offset, std::sp
 
 // ---------------------------------------------------------------- write
 
-Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy) {
-  Lock lock = change_lock();
+// The checks every write makes, then back-pressure (which waits without the lock: callers
+// look the inode up again). False for an empty write.
+Result<bool> Filesystem::start_write(uint64_t ino, uint64_t offset, size_t size, Lock& lock) {
   if (auto r = check_writable(); !r) return fail(r.error());
   auto found = get_inode(ino);
   if (!found) return fail(found.error());
@@ -373,9 +374,39 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
   if (offset + size < offset || offset + size > kMaxFileSize) {
     return fail(EFBIG, "write past the largest possible file");
   }
-  if (size == 0) return 0;
+  if (size == 0) return false;
   if (auto r = load_extents(**found); !r) return fail(r.error());
   throttle(lock);
+  return true;
+}
+
+// Space for blocks [begin, end), reserved once no operation runs in steps on the inode (a
+// truncate's steps would free what this write's writeback allocates); reserve_delalloc may
+// drop the lock, so the check is made again after it.
+Result<void> Filesystem::admit_write(Inode& inode, uint64_t begin, uint64_t end, Lock& lock) {
+  do {
+    wait_in_steps(inode, lock);
+    if (auto r = reserve_delalloc(inode, begin, end, lock); !r) return r;
+  } while (inode.in_steps);
+  return {};
+}
+
+// The written blocks [begin, begin + length) join the cache; the file grows to `file_end`.
+void Filesystem::place_write(Inode& inode, uint64_t begin, uint64_t length,
+                             std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset,
+                             uint64_t file_end, Lock& lock) {
+  insert_range(inode, begin, length, std::move(buffer), buffer_offset);
+  if (file_end > inode.disk.size) inode.disk.size = file_end;
+  inode.disk.mtime = inode.disk.ctime = now();
+  dirty(inode);
+  maybe_full_stripe_writeback(inode, begin, begin + length, lock);
+}
+
+Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy) {
+  Lock lock = change_lock();
+  auto started = start_write(ino, offset, size, lock);
+  if (!started) return fail(started.error());
+  if (!*started) return 0;
   const uint64_t begin = align_down(offset), end = align_up(offset + size);
   auto buffer = buffers_->get(end - begin);
   // The one copy of the payload, outside the lock.
@@ -386,12 +417,7 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
   auto again = get_inode(ino);  // the inode may have gone while unlocked? (never: it is open)
   if (!again) return fail(again.error());
   Inode& n = **again;
-  // Not while an operation runs in steps (a truncate's steps would free what this write's
-  // writeback allocates): reserve_delalloc may drop the lock, so check again after it.
-  do {
-    wait_in_steps(n, lock);
-    if (auto r = reserve_delalloc(n, begin, end, lock); !r) return fail(r.error());
-  } while (n.in_steps);
+  if (auto r = admit_write(n, begin, end, lock); !r) return fail(r.error());
   // Partially written first and last blocks take the rest of their bytes from the file.
   const uint64_t stop = offset + size;
   AlignedBuffer edge(kBlockSize);
@@ -411,11 +437,7 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
     std::memcpy(buffer->data() + (end - begin) - keep, edge.data() + kBlockSize - keep, keep);
   }
   stats_.bytes_copied_in += size;
-  insert_range(n, begin, end - begin, buffer, 0);
-  if (offset + size > n.disk.size) n.disk.size = offset + size;
-  n.disk.mtime = n.disk.ctime = now();
-  dirty(n);
-  maybe_full_stripe_writeback(n, begin, end, lock);
+  place_write(n, begin, end - begin, std::move(buffer), 0, offset + size, lock);
   return size;
 }
 
@@ -428,29 +450,15 @@ Result<size_t> Filesystem::write_shared(uint64_t ino, uint64_t offset, size_t si
                 size);
   }
   Lock lock = change_lock();
-  if (auto r = check_writable(); !r) return fail(r.error());
-  auto found = get_inode(ino);
-  if (!found) return fail(found.error());
-  if ((*found)->is_dir()) return fail(EISDIR, "is a directory");
-  if (offset + size < offset || offset + size > kMaxFileSize) {
-    return fail(EFBIG, "write past the largest possible file");
-  }
-  if (size == 0) return 0;
-  if (auto r = load_extents(**found); !r) return fail(r.error());
-  throttle(lock);               // waits without the lock
+  auto started = start_write(ino, offset, size, lock);
+  if (!started) return fail(started.error());
+  if (!*started) return 0;
   auto again = get_inode(ino);  // still cached: it is open
   if (!again) return fail(again.error());
   Inode& n = **again;
-  do {  // as in write()
-    wait_in_steps(n, lock);
-    if (auto r = reserve_delalloc(n, offset, offset + size, lock); !r) return fail(r.error());
-  } while (n.in_steps);
+  if (auto r = admit_write(n, offset, offset + size, lock); !r) return fail(r.error());
   stats_.bytes_shared += size;
-  insert_range(n, offset, size, std::move(buffer), buffer_offset);
-  if (offset + size > n.disk.size) n.disk.size = offset + size;
-  n.disk.mtime = n.disk.ctime = now();
-  dirty(n);
-  maybe_full_stripe_writeback(n, offset, offset + size, lock);
+  place_write(n, offset, size, std::move(buffer), buffer_offset, offset + size, lock);
   return size;
 }
 
@@ -765,16 +773,7 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
     // Allocate the holes as unwritten extents: reserved space that reads as zeros. In
     // steps of at most step_blocks(), committed in between once the transaction is large (a
     // crash between steps leaves unwritten extents: a preallocation, consistent).
-    wait_in_steps(n, lock);
-    n.in_steps = true;
-    struct Done {
-      Filesystem& fs;
-      Inode& n;
-      ~Done() {
-        n.in_steps = false;
-        fs.writeback_cv_.notify_all();
-      }
-    } done{*this, n};
+    InSteps steps(*this, n, lock);
     for (uint64_t b = offset / kBlockSize; b < align_up(end) / kBlockSize;) {
       auto mapped = map_block(n, b);
       if (!mapped) return fail(mapped.error());

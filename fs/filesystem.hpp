@@ -198,6 +198,19 @@ class Filesystem {
   // regular file's size are freed (unwritten ones are preallocations, and stay).
   Result<void> free_past_eof(Inode& inode, Lock& lock);
   void wait_in_steps(Inode& inode, Lock& lock);
+  // The inode is in steps for the guard's life (wait_in_steps first); on the way out the
+  // mark goes and waiters wake.
+  class InSteps {
+   public:
+    InSteps(Filesystem& fs, Inode& inode, Lock& lock);
+    ~InSteps();
+    InSteps(const InSteps&) = delete;
+    InSteps& operator=(const InSteps&) = delete;
+
+   private:
+    Filesystem& fs_;
+    Inode& inode_;
+  };
   Result<void> free_unlinked(Inode& inode, Lock& lock);
   Result<void> destroy_inode_in_steps(Inode& inode, Lock& lock);
   void free_blocks(uint64_t first, uint64_t count);
@@ -234,6 +247,12 @@ class Filesystem {
   void for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f);
   Result<void> ensure_space(uint64_t blocks, Lock& lock);  // commits and checkpoints to find it
   Lock change_lock();  // the lock, after committing a running transaction grown large
+  // write() and write_shared() share these three.
+  Result<bool> start_write(uint64_t ino, uint64_t offset, size_t size, Lock& lock);
+  Result<void> admit_write(Inode& inode, uint64_t begin, uint64_t end, Lock& lock);
+  void place_write(Inode& inode, uint64_t begin, uint64_t length,
+                   std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset, uint64_t file_end,
+                   Lock& lock);
   // With the lock held: commits (releasing the lock meanwhile) while the running
   // transaction is past a quarter of the journal.
   Result<void> commit_while_large(Lock& lock);

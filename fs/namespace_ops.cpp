@@ -246,11 +246,10 @@ Result<void> Filesystem::unlink(uint64_t parent, std::string_view name) {
 // and destroy_inode (one transaction) finds little left.
 Result<void> Filesystem::free_unlinked(Inode& n, Lock& lock) {
   if (n.disk.nlink != 0 || n.opens != 0 || !n.is_reg()) return {};
-  wait_in_steps(n, lock);
-  n.in_steps = true;  // not evicted by a writeback's end while we wait for it
-  wait_writeback(n, lock);
-  n.in_steps = false;
-  writeback_cv_.notify_all();
+  {
+    InSteps steps(*this, n, lock);  // not evicted by a writeback's end while we wait for it
+    wait_writeback(n, lock);
+  }
   if (n.disk.nlink != 0 || n.opens != 0) return {};  // linked or opened again meanwhile
   drop_ranges(n, 0, UINT64_MAX);
   return free_range_in_steps(n, 0, UINT64_MAX, lock);
