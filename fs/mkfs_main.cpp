@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,7 @@ Result<void> wipe_signatures(const std::string& path) {
 int main(int argc, char** argv) {
   CLI::App app{"Create a stripefs array and filesystem", "mkfs.stripefs"};
   std::string level_text, chunk_text = "512K", bitmap_chunk_text, journal_size_text, journal_device,
-                          label, uuid_text;
+                          label, uuid_text, write_journal_text;
   unsigned count = 0;
   uint64_t inodes = 0;
   bool force = false, quiet = false;
@@ -105,6 +106,9 @@ int main(int argc, char** argv) {
                  "metadata journal size (default: 1/64 of the volume, 4M..128M)");
   app.add_option("--journal-device", journal_device,
                  "a separate device for the write-hole journal (RAID5/6)");
+  app.add_option("--write-journal-size", write_journal_text,
+                 "write-hole journal kept on the first members (RAID5/6; default: 1/64 of a "
+                 "member within 16M..64M; 0: none, the write hole stays open)");
   app.add_option("-L,--label", label, "filesystem and array label (up to 32 bytes)");
   app.add_option("-U,--uuid", uuid_text, "filesystem UUID (default: random)");
   app.add_option("-N,--inodes", inodes, "number of inodes (default: one per 16K)");
@@ -163,8 +167,28 @@ int main(int argc, char** argv) {
     }
     make.journal_blocks = *size / 4096;
   }
-  if (!journal_device.empty() && *level != RaidLevel::raid5 && *level != RaidLevel::raid6) {
+  const bool parity = *level == RaidLevel::raid5 || *level == RaidLevel::raid6;
+  if (!journal_device.empty() && !parity) {
     return refuse("--journal-device closes the RAID5/6 write hole; this level has none");
+  }
+  std::optional<uint64_t> write_journal_bytes;  // unset: the default
+  if (!write_journal_text.empty()) {
+    auto size = parse_size(write_journal_text);
+    if (!size || *size % 4096 != 0) {
+      return refuse(
+          fmt::format("--write-journal-size '{}' is not a size in 4K blocks", write_journal_text));
+    }
+    if (*size != 0 && !parity) {
+      return refuse(
+          "--write-journal-size: a write-hole journal closes the RAID5/6 write hole; "
+          "this level has none");
+    }
+    if (*size != 0 && !journal_device.empty()) {
+      return refuse(
+          "--write-journal-size and --journal-device both place the write-hole "
+          "journal; give one");
+    }
+    write_journal_bytes = *size;
   }
   std::vector<std::string> all = paths;
   if (!journal_device.empty()) all.push_back(journal_device);
@@ -204,8 +228,13 @@ int main(int argc, char** argv) {
   if ((*devices)->journal) {
     Member& device = *(*devices)->journal;
     add_stripe_journal(options, device, 0, device.size() / kJournalBlockSize);
-    use_stripe_journal(open_options, device);
+  } else if (parity && write_journal_bytes.value_or(1) != 0) {
+    const uint64_t blocks =
+        write_journal_bytes ? *write_journal_bytes / kJournalBlockSize
+                            : default_member_journal_blocks(count, options.chunk_size, smallest);
+    add_member_journal(options, blocks);
   }
+  use_stripe_journal(open_options, (*devices)->journal.get());
   // Once the array's geometry is known, and after the bitmap's and journal's checks: the
   // filesystem must fit. Only when every check passed are old signatures wiped (-f), before
   // the first write.
@@ -252,10 +281,14 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(made->inode_count),
         format_size(made->journal_blocks * fs::kBlockSize).c_str(),
         static_cast<unsigned long long>(made->data_start), made->stripe_blocks);
-    if ((*level == RaidLevel::raid5 || *level == RaidLevel::raid6) && journal_device.empty()) {
+    if (parity && created->journal_size == 0) {
       std::printf(
-          "note: without --journal-device the RAID5/6 write hole is open; the write-intent "
+          "note: without a write-hole journal the RAID5/6 write hole is open; the write-intent "
           "bitmap limits resync after a crash\n");
+    } else if (parity) {
+      std::printf("write-hole journal: %s %s\n", format_size(created->journal_size).c_str(),
+                  journal_device.empty() ? "on each of the first members (mirrored)"
+                                         : ("on " + journal_device).c_str());
     }
   }
   return 0;

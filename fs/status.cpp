@@ -1,6 +1,7 @@
 #include "status.hpp"
 
 #include "control.hpp"
+#include "stripe_journal.hpp"
 
 namespace stripefs::fs {
 
@@ -32,6 +33,9 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
             {"degraded", volume.missing_members() > 0},
             {"failed", volume.failed()},
             {"members", members},
+            {"write_hole_journal", sb.journal_size == 0              ? "none"
+                                   : is_zero(sb.journal_device_uuid) ? "members"
+                                                                     : "device"},
             {"resync",
              {{"finished", resync.finished},
               {"done", resync.done},
@@ -51,6 +55,8 @@ nlohmann::json stats_json(Array& array, Filesystem& fs) {
   const VolumeStats v = array.volume().stats();
   const FsStats f = fs.stats();
   const MetaStats m = fs.meta_stats();
+  StripeJournalStats w;
+  if (auto* log = dynamic_cast<StripeJournal*>(array.stripe_log())) w = log->stats();
   return {{"volume",
            {{"full_stripe_writes", v.full_stripe_writes},
             {"full_stripe_bytes", v.full_stripe_bytes},
@@ -79,7 +85,12 @@ nlohmann::json stats_json(Array& array, Filesystem& fs) {
             {"checkpointed_blocks", m.checkpointed_blocks},
             {"block_reads", m.block_reads},
             {"journal_blocks_written", m.journal_blocks_written},
-            {"journal_padding_blocks", m.journal_padding_blocks}}}};
+            {"journal_padding_blocks", m.journal_padding_blocks}}},
+          {"write_hole_journal",
+           {{"stripes_logged", w.stripes_logged},
+            {"bytes_logged", w.bytes_logged},
+            {"checkpoints", w.checkpoints},
+            {"waits_for_space", w.waits_for_space}}}};
 }
 
 }  // namespace stripefs::fs

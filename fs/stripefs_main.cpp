@@ -212,7 +212,7 @@ int run(Config& config, fuse_args& args, Launch& launch) {
   OpenOptions open_options;
   open_options.force = config.force != 0;
   use_bitmap(open_options);
-  if ((*devices)->journal) use_stripe_journal(open_options, *(*devices)->journal);
+  use_stripe_journal(open_options, (*devices)->journal.get());
   auto members = (*devices)->member_pointers();
   auto array = Array::open(members, open_options);
   if (!array) return launch.report(array.error().message), fail_line(array.error().message);

@@ -84,6 +84,14 @@ void print_status(const json& s) {
     std::printf("    %u  %-8s %s\n", m["role"].get<unsigned>(),
                 m["state"].get<std::string>().c_str(), m["device"].get<std::string>().c_str());
   }
+  const std::string level = a["level"].get<std::string>();
+  if (level == "raid5" || level == "raid6") {
+    const std::string journal = a["write_hole_journal"].get<std::string>();
+    std::printf("  write hole: %s\n",
+                journal == "none"      ? "open (no write-hole journal; resync after a crash)"
+                : journal == "members" ? "closed (journal mirrored on the first members)"
+                                       : "closed (journal device)");
+  }
   const json& r = a["resync"];
   if (!r["finished"].get<bool>()) {
     std::printf("  resync: %llu of %llu stripes\n", r["done"].get<unsigned long long>(),
@@ -100,7 +108,7 @@ void print_status(const json& s) {
 }
 
 void print_stats(const json& s) {
-  for (const char* section : {"volume", "filesystem", "metadata"}) {
+  for (const char* section : {"volume", "filesystem", "metadata", "write_hole_journal"}) {
     std::printf("%s:\n", section);
     for (const auto& [key, value] : s[section].items()) {
       std::printf("  %-24s %s\n", key.c_str(), value.dump().c_str());

@@ -30,11 +30,16 @@ void add_bitmap(ArrayOptions& options, uint64_t region_size,
     }
     const BitmapHeader header = header_for(sb, region_size, clear_delay);
     const uint64_t area = kBitmapHeaderSize + bitmap_bits_bytes(header.regions);
-    if (kBitmapAreaOffset + area > sb.data_offset) {
+    // The bitmap ends where the members' journal area begins, or else at the data.
+    const bool journal_next = sb.journal_size != 0 && is_zero(sb.journal_device_uuid) &&
+                              sb.journal_offset > kBitmapAreaOffset;
+    const uint64_t limit = journal_next ? sb.journal_offset : sb.data_offset;
+    if (kBitmapAreaOffset + area > limit) {
       return fail(ENOSPC,
                   "a bitmap of {} regions needs {} bytes, more than the {} before the "
-                  "data offset; use a larger region size",
-                  header.regions, area, sb.data_offset - kBitmapAreaOffset);
+                  "{}; use a larger region size",
+                  header.regions, area, limit - kBitmapAreaOffset,
+                  journal_next ? "journal area" : "data offset");
     }
     return {};
   };

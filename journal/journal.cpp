@@ -116,8 +116,7 @@ uint64_t Journal::padding_after(uint64_t position) const {
 // A transaction is [descriptor, its blocks]... then one commit: a descriptor lists at most
 // kMaxDescriptorEntries blocks, so a larger transaction chains several, all of one sequence.
 // The commit counts every block and carries the first descriptor's checksum.
-Result<uint64_t> Journal::replay(const Apply& apply) {
-  std::lock_guard lock(mutex_);
+Result<void> Journal::scan_locked(const Apply& apply) {
   uint64_t position = superblock_.tail;
   uint64_t sequence = superblock_.tail_sequence;
   uint64_t used = 0;
@@ -161,7 +160,7 @@ Result<uint64_t> Journal::replay(const Apply& apply) {
       if (!intact) break;
     }
     if (!committed) break;  // torn: this transaction never became durable
-    for (size_t i = 0; i < targets.size(); ++i) {
+    for (size_t i = 0; apply && i < targets.size(); ++i) {
       if (auto a = apply(targets[i], data[i].span()); !a) return fail(a.error());
     }
     live.push_back({sequence, position, length});
@@ -173,6 +172,13 @@ Result<uint64_t> Journal::replay(const Apply& apply) {
   next_sequence_ = sequence;
   used_ = used;
   live_ = std::move(live);
+  return {};
+}
+
+Result<uint64_t> Journal::replay(const Apply& apply) {
+  std::lock_guard lock(mutex_);
+  if (auto s = scan_locked(apply); !s) return fail(s.error());
+  AlignedBuffer raw(kJournalBlockSize);
   // Group commit writes a batch and then flushes once, so a crash may tear one transaction
   // of a batch while a later one survives. Replay stops at the torn one; if the next commit
   // reused its sequence, the survivor would follow it and look valid. New sequences start
@@ -203,6 +209,17 @@ Result<uint64_t> Journal::replay(const Apply& apply) {
   }
   replayed_ = true;
   return live_.empty() ? 0 : live_.back().sequence;
+}
+
+uint64_t Journal::tail_sequence() const {
+  std::lock_guard lock(mutex_);
+  return superblock_.tail_sequence;
+}
+
+Result<uint64_t> Journal::newest_durable() {
+  std::lock_guard lock(mutex_);
+  if (auto s = scan_locked(nullptr); !s) return fail(s.error());
+  return next_sequence_ - 1;
 }
 
 void Journal::commit(std::vector<JournalBlock> blocks, std::function<void(Result<uint64_t>)> done) {

@@ -59,6 +59,13 @@ class Journal {
   // the caller makes their home writes durable and checkpoints them before the first commit.
   // Reads the whole log (new sequences must start above any stale record). Blocking.
   Result<uint64_t> replay(const Apply& apply);
+  // Reads the log as replay() would, applying and writing nothing: the sequence of the
+  // newest durable transaction (its tail's sequence - 1 when none is live). How the copies
+  // of a mirrored journal are compared after a crash. Blocking.
+  Result<uint64_t> newest_durable();
+  // The sequence of the oldest transaction the journal superblock still holds: how far
+  // checkpoints got.
+  uint64_t tail_sequence() const;
 
   // Commits a transaction (any number of blocks: past kMaxDescriptorEntries it chains
   // descriptors, still replayed whole or not at all); `done` gets its sequence once it is
@@ -90,6 +97,9 @@ class Journal {
   // Blocks from `position` to the next alignment boundary, or to the end of the area if
   // that comes first (the log then wraps to block 1).
   uint64_t padding_after(uint64_t position) const;
+  // With mutex_ held: walks the log from the tail, handing each durable transaction's blocks
+  // to `apply` (if any), and positions the log after the last one.
+  Result<void> scan_locked(const Apply& apply);
   uint64_t byte_offset(uint64_t position) const { return offset_ + position * kJournalBlockSize; }
   uint64_t advance(uint64_t position, uint64_t by) const;
   struct Refusal {

@@ -31,8 +31,9 @@ void StripeJournal::decode_target(uint64_t target, unsigned& member, uint64_t& o
   offset = (target & ((uint64_t{1} << 48) - 1)) * kSector;
 }
 
-StripeJournal::StripeJournal(std::unique_ptr<Journal> journal, Volume& volume)
-    : journal_(std::move(journal)), volume_(volume) {
+StripeJournal::StripeJournal(std::unique_ptr<Journal> journal, Volume& volume,
+                             std::unique_ptr<Member> device)
+    : device_(std::move(device)), journal_(std::move(journal)), volume_(volume) {
   checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 

@@ -26,8 +26,10 @@ struct StripeJournalStats {
 
 class StripeJournal final : public StripeLog {
  public:
-  // `journal` is open (not yet replayed). `volume` must outlive this object.
-  StripeJournal(std::unique_ptr<Journal> journal, Volume& volume);
+  // `journal` is open (not yet replayed). `volume` must outlive this object. `device`, if
+  // given, is the journal's device, kept until the journal is gone.
+  StripeJournal(std::unique_ptr<Journal> journal, Volume& volume,
+                std::unique_ptr<Member> device = nullptr);
   ~StripeJournal() override;
 
   void log(uint64_t stripe, std::vector<StripeLogWrite> writes,
@@ -55,6 +57,7 @@ class StripeJournal final : public StripeLog {
   // With mutex_ held: the bypasses a checkpoint up to last_checkpoint_ released.
   std::vector<std::function<void(Result<void>)>> released_bypasses_locked();
 
+  std::unique_ptr<Member> device_;  // destroyed after the journal on it
   std::unique_ptr<Journal> journal_;
   Volume& volume_;
   bool rebuilt_ = false;

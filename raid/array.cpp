@@ -42,6 +42,16 @@ Result<Superblock> create_array(std::span<Member* const> members, const ArrayOpt
     return fail(EINVAL, "data offset {} must be a multiple of 4096 after the superblock",
                 options.data_offset);
   }
+  if (options.journal_size != 0 &&
+      (options.journal_offset % 4096 != 0 || options.journal_size % 4096 != 0 ||
+       options.journal_offset < kSuperblockOffset + kSuperblockSize ||
+       options.journal_offset > options.data_offset ||
+       options.journal_size > options.data_offset - options.journal_offset)) {
+    return fail(EINVAL,
+                "journal area [{}, +{}) must be 4096-aligned, after the superblock and "
+                "before the data offset {}",
+                options.journal_offset, options.journal_size, options.data_offset);
+  }
   uint64_t smallest = UINT64_MAX;
   const uint32_t block = members[0]->limits().logical_block;
   for (Member* m : members) {
@@ -84,6 +94,8 @@ Result<Superblock> create_array(std::span<Member* const> members, const ArrayOpt
   sb.chunk_size = options.chunk_size;
   sb.data_offset = options.data_offset;
   sb.data_size = data_size;
+  sb.journal_offset = options.journal_offset;
+  sb.journal_size = options.journal_size;
   sb.events = 1;
   sb.set_clean(options.assume_clean);  // dirty until the initial sync completes
   if (sb.label.size() > kLabelSize) {
@@ -261,9 +273,10 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   if (sb.journal_size != 0) {
     if (!options.stripe_log) {
       return fail(EINVAL,
-                  "array {} keeps a write-ahead journal ({} bytes at byte {} of its "
-                  "journal device): open it with that device",
-                  format_uuid(sb.array_uuid), sb.journal_size, sb.journal_offset);
+                  "array {} keeps a write-ahead journal ({} bytes at byte {} of {}): open it "
+                  "with its journal",
+                  format_uuid(sb.array_uuid), sb.journal_size, sb.journal_offset,
+                  is_zero(sb.journal_device_uuid) ? "its members" : "its journal device");
     }
     auto made = options.stripe_log(**volume, sb, options.force);
     if (!made) return fail(made.error());

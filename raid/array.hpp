@@ -28,8 +28,13 @@ struct ArrayOptions {
   std::string label;
   Uuid uuid{};                     // zero: a random one
   uint64_t data_offset = 1 << 20;  // room for the superblock, bitmap and alignment
-  bool force = false;              // overwrite members that belong to another array
-  bool assume_clean = false;       // skip the initial parity sync (members known zeroed)
+  // An area reserved on every member, before data_offset, for the write-ahead journal that
+  // closes the write hole (journal/ formats it and decides which members keep a copy).
+  // Recorded in the superblock before `validate` runs. 0: none.
+  uint64_t journal_offset = 0;
+  uint64_t journal_size = 0;
+  bool force = false;         // overwrite members that belong to another array
+  bool assume_clean = false;  // skip the initial parity sync (members known zeroed)
   // Runs once every member passed its checks and before any superblock is written: it may
   // fill in and format the bitmap/journal areas it records in `sb` (journal/ does).
   std::function<Result<void>(std::span<Member* const> members, Superblock& sb)> prepare;

@@ -161,7 +161,7 @@ int run_bitmap_bench(const BitmapBenchOptions& o) {
   add_stripe_journal(journaled, journal_device, 0, (256ull << 20) / kJournalBlockSize);
   if (auto c = create_array(members, journaled); !c) return fail_with(c.error());
   OpenOptions with_journal = with_bitmap;
-  use_stripe_journal(with_journal, journal_device);
+  use_stripe_journal(with_journal, &journal_device);
   std::vector<double> logged;
   for (unsigned pass = 0; pass < o.repeat; ++pass) {
     auto array = Array::open(members, with_journal);
@@ -173,6 +173,25 @@ int run_bitmap_bench(const BitmapBenchOptions& o) {
   }
   result("randwrite_journal", median(logged), "IOPS");
   result("journal_randwrite_ratio", median(logged) / median(on));
+
+  // The default placement: the journal mirrored on the first two members.
+  ArrayOptions on_members = create;
+  on_members.force = true;
+  add_member_journal(on_members, (64ull << 20) / kJournalBlockSize);
+  if (auto c = create_array(members, on_members); !c) return fail_with(c.error());
+  OpenOptions with_member_journal = with_bitmap;
+  use_stripe_journal(with_member_journal, nullptr);
+  std::vector<double> mirrored;
+  for (unsigned pass = 0; pass < o.repeat; ++pass) {
+    auto array = Array::open(members, with_member_journal);
+    if (!array) return fail_with(array.error());
+    auto iops = timed_random_writes(**array, o, 200 + pass, buffers);
+    if (!iops) return fail_with(iops.error());
+    mirrored.push_back(*iops);
+    if (auto c = (*array)->close(); !c) return fail_with(c.error());
+  }
+  result("randwrite_member_journal", median(mirrored), "IOPS");
+  result("member_journal_randwrite_ratio", median(mirrored) / median(on));
 
   result("dirty_regions", static_cast<double>(dirty_regions));
   result("regions", static_cast<double>(regions));

@@ -76,7 +76,7 @@ int run_demo(const DemoOptions& options) {
     journal_file = std::move(*made);
     Member& device = *journal_file->members()[0];
     add_stripe_journal(create, device, 0, (16 << 20) / kJournalBlockSize);
-    use_stripe_journal(open_options, device);
+    use_stripe_journal(open_options, &device);
   }
   auto created = create_array(members, create);
   if (!created) {

@@ -4,6 +4,7 @@
 
 #include "array.hpp"
 #include "array_bitmap.hpp"
+#include "array_journal.hpp"
 #include "devices.hpp"
 
 namespace stripefs::test {
@@ -16,6 +17,7 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
   if (!devices) return std::unexpected(devices.error().message);
   OpenOptions options;
   use_bitmap(options);
+  use_stripe_journal(options, nullptr);  // the members' write-hole journal, if any
   auto pointers = (*devices)->member_pointers();
   auto array = Array::open(pointers, options);
   if (!array) return std::unexpected(array.error().message);

@@ -15,6 +15,7 @@
 #include "array_bitmap.hpp"
 #include "array_journal.hpp"
 #include "file_member.hpp"
+#include "mirrored_area.hpp"
 #include "test_util.hpp"
 #include "write_intent_bitmap.hpp"
 
@@ -23,10 +24,15 @@ namespace {
 
 constexpr uint32_t kChunk = 4096;
 constexpr uint64_t kRows = 8;
-constexpr uint64_t kDataOffset = 65536;
 constexpr uint64_t kBitmapOffset = 8192;  // header + one block of bits, before the data
 constexpr uint64_t kBitmapArea = 2 * kBitmapHeaderSize;
+constexpr uint64_t kJournalBlocks = 64;
+constexpr uint64_t kMemberJournalArea = 65536;  // when the journal lives on the members
+constexpr uint64_t kDataOffset = kMemberJournalArea + kJournalBlocks * kJournalBlockSize;
 const Uuid kArray = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
+
+// Where the write-hole journal lives: a separate device, or mirrored on the members.
+enum class JournalPlace { device, members };
 
 // Members and a journal device whose writes wait in a volatile cache until flushed.
 struct CrashableArray {
@@ -35,11 +41,31 @@ struct CrashableArray {
   MemoryMember journal_medium{"journal", 1 << 20};
   FaultyMember journal_device{journal_medium};
   Geometry geometry = *Geometry::create(RaidLevel::raid5, kMembers, kChunk, kRows* kChunk);
+  const JournalPlace place;
 
-  CrashableArray() {
+  // What open_member_journal_area needs to know: the level, the area, and that every start
+  // follows a crash.
+  static Superblock member_journal_superblock() {
+    Superblock sb;
+    sb.array_uuid = kArray;
+    sb.level = RaidLevel::raid5;
+    sb.member_count = kMembers;
+    sb.journal_offset = kMemberJournalArea;
+    sb.journal_size = kJournalBlocks * kJournalBlockSize;
+    sb.set_clean(false);
+    return sb;
+  }
+
+  explicit CrashableArray(JournalPlace where = JournalPlace::device) : place(where) {
     for (auto& m : media.faulty) m->set_volatile_cache(true);
     journal_device.set_volatile_cache(true);
-    EXPECT_TRUE(Journal::format(journal_device, 0, 64, kArray));
+    if (place == JournalPlace::device) {
+      EXPECT_TRUE(Journal::format(journal_device, 0, kJournalBlocks, kArray));
+    } else {
+      MirroredArea area({{0, media.faulty[0].get()}, {1, media.faulty[1].get()}},
+                        kMemberJournalArea, kJournalBlocks * kJournalBlockSize);
+      EXPECT_TRUE(Journal::format(area, 0, kJournalBlocks, kArray));
+    }
     // A write-intent bitmap with one region per stripe row.
     BitmapHeader header;
     header.array_uuid = kArray;
@@ -63,10 +89,18 @@ struct CrashableArray {
     auto volume = Volume::create(geometry, members, kDataOffset);
     EXPECT_TRUE(volume) << volume.error().message;
     r.volume = std::move(*volume);
-    if (with_journal) {
+    if (with_journal && place == JournalPlace::members) {
+      auto area = open_member_journal_area(*r.volume, member_journal_superblock(), false);
+      EXPECT_TRUE(area) << area.error().message;
+      auto journal = Journal::open(**area, 0, kArray);
+      EXPECT_TRUE(journal) << journal.error().message;
+      r.journal = std::make_unique<StripeJournal>(std::move(*journal), *r.volume, std::move(*area));
+    } else if (with_journal) {
       auto journal = Journal::open(journal_device, 0, kArray);
       EXPECT_TRUE(journal) << journal.error().message;
       r.journal = std::make_unique<StripeJournal>(std::move(*journal), *r.volume);
+    }
+    if (with_journal) {
       auto replayed = r.journal->replay(*r.volume);
       EXPECT_TRUE(replayed) << replayed.error().message;
       r.replayed = replayed.value_or(0);
@@ -88,8 +122,16 @@ struct CrashableArray {
   }
 };
 
-TEST(StripeJournal, WriteHoleIsClosedWhenTheArrayComesBackDegraded) {
-  CrashableArray a;
+class StripeJournalPlaced : public testing::TestWithParam<JournalPlace> {};
+
+INSTANTIATE_TEST_SUITE_P(, StripeJournalPlaced,
+                         testing::Values(JournalPlace::device, JournalPlace::members),
+                         [](const testing::TestParamInfo<JournalPlace>& info) {
+                           return info.param == JournalPlace::device ? "OnADevice" : "OnTheMembers";
+                         });
+
+TEST_P(StripeJournalPlaced, WriteHoleIsClosedWhenTheArrayComesBackDegraded) {
+  CrashableArray a(GetParam());
   AlignedBuffer image = test::random_buffer(kRows * kChunk * 3, 1);
   const uint64_t stripe = 0;
   const unsigned d0 = a.geometry.locate(stripe, 0).member;
@@ -130,12 +172,14 @@ TEST(StripeJournal, WriteHoleIsClosedWhenTheArrayComesBackDegraded) {
 // whose unflushed writes vanish at random. After recovery, every sector last written before
 // the last completed flush holds that data, whether the array comes back complete (then also
 // parity checks clean and every member can be removed) or degraded.
-TEST(StripeJournal, PowerCutLoop) {
+// With the journal on the members, a recovery that loses a member holding a copy reads
+// the other copy, and copies torn apart by the power cut are made equal again.
+TEST_P(StripeJournalPlaced, PowerCutLoop) {
   constexpr int kIterations = 1000;
   const uint64_t size = kRows * kChunk * 3;
   const uint64_t sectors = size / 512;
   std::mt19937_64 rng(2026);
-  CrashableArray a;
+  CrashableArray a(GetParam());
   {
     auto run = a.start();
     AlignedBuffer zero(size);
@@ -263,7 +307,7 @@ TEST(StripeJournal, ArrayWithJournalNeedsItsDeviceAndReplaysAtOpen) {
   EXPECT_NE(refused.error().message.find("journal"), std::string::npos) << refused.error().message;
   OpenOptions options;
   use_bitmap(options, std::chrono::milliseconds(0));
-  use_stripe_journal(options, journal_device);
+  use_stripe_journal(options, &journal_device);
   AlignedBuffer data = test::random_buffer(8192, 3);
   {
     auto opened = Array::open(media.members(), options);
@@ -276,7 +320,7 @@ TEST(StripeJournal, ArrayWithJournalNeedsItsDeviceAndReplaysAtOpen) {
   MemoryMember wrong("other", 4 << 20);
   ASSERT_TRUE(Journal::format(wrong, 0, 64, generate_uuid()));
   OpenOptions mismatched;
-  use_stripe_journal(mismatched, wrong);
+  use_stripe_journal(mismatched, &wrong);
   auto foreign = Array::open(media.members(), mismatched);
   ASSERT_FALSE(foreign);
   EXPECT_NE(foreign.error().message.find("array_uuid"), std::string::npos)
@@ -299,7 +343,7 @@ TEST(StripeJournal, MemberFailingDuringReplayIsRecordedFaulty) {
   add_stripe_journal(create, journal_device, 0, 256);
   ASSERT_TRUE(create_array(media.members(), create));
   OpenOptions options;
-  use_stripe_journal(options, journal_device);
+  use_stripe_journal(options, &journal_device);
   // The crash image: a partial stripe logged, never checkpointed.
   std::vector<std::vector<std::byte>> members_image;
   std::vector<std::byte> journal_image;
@@ -374,7 +418,7 @@ TEST(StripeJournal, CheckpointsOnIoUringMembersDoNotDeadlock) {
     add_stripe_journal(create, *journal_device, 0, 140);  // small: checkpoints all the time
     ASSERT_TRUE(create_array(members, create));
     OpenOptions options;
-    use_stripe_journal(options, *journal_device);
+    use_stripe_journal(options, journal_device);
     auto array = Array::open(members, options);
     ASSERT_TRUE(array) << array.error().message;
     Volume& volume = (*array)->volume();
@@ -406,7 +450,7 @@ TEST(StripeJournal, RefusesAJournalTooSmallForTwoPartialStripes) {
   add_stripe_journal(create, journal_device, 0, 64);
   auto refused = create_array(media.members(), create);
   ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("at least 133"), std::string::npos)
+  EXPECT_NE(refused.error().message.find("at least 532.0 KiB (133 blocks)"), std::string::npos)
       << refused.error().message;
 }
 
@@ -485,7 +529,7 @@ TEST(StripeJournal, ForceRebuildsADamagedJournal) {
   ASSERT_TRUE(create_array(media.members(), create));
   OpenOptions options;
   use_bitmap(options, std::chrono::milliseconds(0));
-  use_stripe_journal(options, journal_device);
+  use_stripe_journal(options, &journal_device);
   {
     auto opened = Array::open(media.members(), options);
     ASSERT_TRUE(opened) << opened.error().message;

@@ -1,0 +1,53 @@
+// One area (a byte range at the same offset) on several members, seen as one device: where
+// the write-hole journal lives when it has no device of its own. Writes and flushes go to
+// every live copy and succeed when one does; a copy that fails is reported (the Volume
+// then takes its member out) and skipped from then on. Reads come from the first live copy.
+//
+// Copies can differ only after a crash (a write that reached some of them) or when a stale
+// member was forced back in: choose the freshest with `pick_freshest` and make the others
+// equal with `copy_from` before anything reads the area.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "member.hpp"
+
+namespace stripefs {
+
+class MirroredArea final : public Member {
+ public:
+  struct Copy {
+    unsigned role;
+    Member* member;
+  };
+  // Whether a copy's member is still in service, and what to do when one fails. Without
+  // `failed`, a failed copy fails the request (creation: nothing is running yet).
+  using Live = std::function<bool(unsigned role)>;
+  using Failed = std::function<void(unsigned role, const Error& why)>;
+
+  // `copies` in the order reads prefer them; each holds `size` bytes at `offset`.
+  MirroredArea(std::vector<Copy> copies, uint64_t offset, uint64_t size, Live live = nullptr,
+               Failed failed = nullptr);
+
+  void submit(MemberRequest request) override;
+
+  const std::vector<Copy>& copies() const { return copies_; }
+  uint64_t offset() const { return offset_; }
+  // Copies the whole area from copy `source` onto every other live copy. Blocking. A copy
+  // that cannot take it is failed (or, without `failed`, the call fails).
+  Result<void> copy_from(size_t source);
+  // Moves copy `index` to the front, so reads come from it.
+  void prefer(size_t index);
+
+ private:
+  bool live(const Copy& c) const { return c.member != nullptr && (!live_ || live_(c.role)); }
+  void read_from(size_t first, MemberRequest request);
+
+  std::vector<Copy> copies_;
+  const uint64_t offset_;
+  Live live_;
+  Failed failed_;
+};
+
+}  // namespace stripefs
