@@ -73,7 +73,9 @@ void use_bitmap(OpenOptions& options, std::chrono::milliseconds clear_delay) {
       header.data_size = sb.data_size;
       header.region_size = sb.bitmap_chunk;
       header.regions = (sb.data_size + sb.bitmap_chunk - 1) / sb.bitmap_chunk;
-      header.set_stale(!sb.clean());
+      // Untrusted after a crash; and while a member is away, the old bits were its record
+      // of what it missed (a re-add then rebuilds everything).
+      header.set_stale(!sb.clean() || volume.missing_members() > 0);
       std::vector<Member*> active;
       for (unsigned i = 0; i < volume.geometry().members(); ++i) {
         if (volume.member(i) != nullptr && volume.active(i)) active.push_back(volume.member(i));

@@ -186,6 +186,33 @@ std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_to_resync()
   return out;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::recorded_ranges() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (uint64_t r = 0; r < regions_.size(); ++r) {
+    if (!header_.stale() && regions_[r].state == RegionState::clean) continue;
+    const uint64_t begin = r * header_.region_size;
+    const uint64_t end = std::min(begin + header_.region_size, header_.data_size);
+    if (!out.empty() && out.back().second == begin) {
+      out.back().second = end;
+    } else {
+      out.emplace_back(begin, end);
+    }
+  }
+  return out;
+}
+
+Result<void> WriteIntentBitmap::member_returned(Member& member) {
+  settle();  // bits on their way to the others are in the image already
+  AlignedBuffer copy(area_size_);
+  {
+    std::lock_guard lock(mutex_);
+    std::memcpy(copy.data(), image_.data(), area_size_);
+  }
+  if (auto w = member_write(member, area_offset_, copy.span(), /*fua=*/true); !w) return w;
+  return {};
+}
+
 void WriteIntentBitmap::resynced(uint64_t begin, uint64_t end) {
   const uint64_t first = begin / header_.region_size;
   const uint64_t last = std::min<uint64_t>((end - 1) / header_.region_size, regions_.size() - 1);

@@ -53,6 +53,8 @@ class WriteIntentBitmap final : public WriteIntent {
   void end_write(uint64_t begin, uint64_t end) override;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_to_resync() const override;
   void resynced(uint64_t begin, uint64_t end) override;
+  std::vector<std::pair<uint64_t, uint64_t>> recorded_ranges() const override;
+  Result<void> member_returned(Member& member) override;
 
   // Clears the bits of regions idle for at least `idle` (flushing the members first) and
   // waits until that is on disk. Returns how many bits were cleared. Clears nothing while a

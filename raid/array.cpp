@@ -222,23 +222,25 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
                                   f->member->name(), f->sb.role, f->sb.events, master.events));
     }
   }
-  for (const Found* f : failed) {
-    notes.push_back(
-        fmt::format("member {} (role {}) is recorded as failed (events {} of {}); "
-                    "kept out",
-                    f->member->name(), f->sb.role, f->sb.events, master.events));
-  }
-  for (const Found* f : stale) {
-    if (master.member_states[f->sb.role] != MemberState::active) {
-      notes.push_back(
-          fmt::format("member {} (role {}) is recorded as failed (events {} of {}); "
-                      "kept out",
-                      f->member->name(), f->sb.role, f->sb.events, master.events));
-      continue;
+  // A member recorded missing, or merely behind, left without failing: it may return.
+  auto keep_out = [&](const Found* f) {
+    const MemberState state = master.member_states[f->sb.role];
+    std::string note =
+        state == MemberState::active
+            ? fmt::format("member {} (role {}) is stale: events {} < {}; kept out",
+                          f->member->name(), f->sb.role, f->sb.events, master.events)
+            : fmt::format("member {} (role {}) is recorded as {} (events {} of {}); kept out",
+                          f->member->name(), f->sb.role,
+                          state == MemberState::faulty ? "failed" : "missing", f->sb.events,
+                          master.events);
+    if (state == MemberState::faulty) {
+      notes.push_back(std::move(note));
+    } else {
+      out.returning.push_back({f->sb.role, f->member, std::move(note)});
     }
-    notes.push_back(fmt::format("member {} (role {}) is stale: events {} < {}; kept out",
-                                f->member->name(), f->sb.role, f->sb.events, master.events));
-  }
+  };
+  for (const Found* f : failed) keep_out(f);
+  for (const Found* f : stale) keep_out(f);
   std::vector<unsigned> missing;
   for (unsigned role = 0; role < master.member_count; ++role) {
     if (out.by_role[role] == nullptr) missing.push_back(role);
@@ -262,10 +264,33 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   auto geometry =
       Geometry::create(sb.level, sb.member_count, sb.chunk_size, sb.data_size, sb.layout);
   if (!geometry) return fail(geometry.error());
-  auto volume = Volume::create(*geometry, assembly->by_role, sb.data_offset);
+  // Members that left without failing come back when the bitmap can tell what they missed
+  // (md's re-add): they join the Volume held out, and are rebuilt below.
+  const bool can_readd =
+      options.write_intent && sb.bitmap_size != 0 && geometry->redundancy() > 0;
+  std::vector<Member*> in_volume = assembly->by_role;
+  std::vector<Assembly::Returning> returning;
+  for (auto& r : assembly->returning) {
+    if (can_readd) {
+      in_volume[r.role] = r.member;
+      returning.push_back(r);
+    } else {
+      assembly->notes.push_back(r.note);
+    }
+  }
+  auto volume = Volume::create(*geometry, in_volume, sb.data_offset);
+  for (const auto& r : returning) {
+    if (volume) (*volume)->hold_out(r.role);
+  }
+  if (volume && (*volume)->failed()) {
+    volume = fail(ENODEV, "{} of {} members missing; {} tolerates {}",
+                  (*volume)->missing_members(), geometry->members(), to_string(sb.level),
+                  geometry->redundancy());
+  }
   if (!volume) {
     std::string why = volume.error().message;
     for (const auto& note : assembly->notes) why += "; " + note;
+    for (const auto& r : returning) why += "; " + r.note;
     return fail(volume.error().code, "array {}: cannot start: {}", format_uuid(sb.array_uuid), why);
   }
   const bool degraded = (*volume)->missing_members() > 0;
@@ -305,10 +330,37 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
     intent = std::move(*made);
     (*volume)->set_write_intent(intent.get());
   }
+  // Re-add: each returning member gets what it missed rebuilt from the others, where the
+  // bitmap recorded writes (it is never cleared while a member is away).
+  std::vector<unsigned> readded;
+  for (const auto& r : returning) {
+    Result<void> rebuilt;
+    uint64_t stripes = 0;
+    for (auto [begin, end] : intent->recorded_ranges()) {
+      auto [first, last] = (*volume)->stripes_of(begin, end);
+      rebuilt = (*volume)->rebuild_member(r.role, first, last - first + 1);
+      if (!rebuilt) break;
+      stripes += last - first + 1;
+    }
+    if (rebuilt) rebuilt = member_flush(*r.member);
+    if (rebuilt) rebuilt = intent->member_returned(*r.member);
+    if (!rebuilt) {
+      assembly->notes.push_back(fmt::format("{}: re-adding it failed: {}", r.note,
+                                            rebuilt.error().message));
+      continue;
+    }
+    readded.push_back(r.role);
+    assembly->by_role[r.role] = r.member;
+    assembly->notes.push_back(fmt::format(
+        "member {} (role {}) was away; re-added, {} stripes rebuilt where the bitmap recorded "
+        "writes",
+        r.member->name(), r.role, stripes));
+    raid_log().warn("array {}: {}", format_uuid(sb.array_uuid), assembly->notes.back());
+  }
   // What an unclean shutdown may have left inconsistent: the bitmap's ranges, or all.
   std::vector<std::pair<uint64_t, uint64_t>> to_resync;
   // A member that failed during replay is out too: resync needs every member.
-  if (!sb.clean() && (*volume)->missing_members() == 0) {
+  if (!sb.clean() && (*volume)->missing_members() == readded.size()) {
     if (intent && !(stripe_log && stripe_log->lost_records())) {
       for (auto [begin, end] : intent->ranges_to_resync()) {
         to_resync.push_back((*volume)->stripes_of(begin, end));
@@ -335,6 +387,8 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   // Running: dirty until closed, missing roles recorded.
   {
     std::lock_guard lock(array->mutex_);
+    for (unsigned role : readded) array->master_.member_states[role] = MemberState::active;
+    array->rejoining_ = readded;  // their superblocks are written too, then they serve I/O
     for (unsigned role = 0; role < sb.member_count; ++role) {
       if (array->by_role_[role] == nullptr &&
           array->master_.member_states[role] == MemberState::active) {
@@ -343,6 +397,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       // Failed before the failure listener was installed (during replay): recorded here,
       // before the superblocks are written, so it can never come back as current.
       if (array->by_role_[role] != nullptr && !array->volume_->active(role) &&
+          !array->rejoining(role) &&
           array->master_.member_states[role] == MemberState::active) {
         array->master_.member_states[role] = MemberState::faulty;
         raid_log().error("array {}: role {} ({}) failed while the array was starting",
@@ -355,6 +410,8 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       array->closed_ = true;
       return fail(w.error());
     }
+    for (unsigned role : readded) array->volume_->restore_member(role);
+    array->rejoining_.clear();
   }
   // Replay keeps its records when it failed a member; recorded now, they may go.
   if (array->stripe_log_) {
@@ -448,7 +505,7 @@ Result<void> Array::write_superblocks() {
   unsigned written = 0;
   for (unsigned role = 0; role < master_.member_count; ++role) {
     Member* m = by_role_[role];
-    if (m == nullptr || !volume_->active(role)) continue;
+    if (m == nullptr || (!volume_->active(role) && !rejoining(role))) continue;
     Superblock mine = master_;
     mine.role = static_cast<uint16_t>(role);
     mine.member_uuid = member_uuids_[role];

@@ -3,6 +3,7 @@
 // shutdown. The Volume does the I/O; this keeps the members' records true.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -78,6 +79,14 @@ struct Assembly {
   Superblock superblock;           // the freshest (highest events)
   std::vector<Member*> by_role;    // nullptr where a role is missing or kept out
   std::vector<std::string> notes;  // one line per member missing, stale or damaged
+  // Kept out for being behind (stale, or recorded missing), not for failing: members that
+  // may be re-added, rebuilt where the bitmap says the array was written since they left.
+  struct Returning {
+    unsigned role;
+    Member* member;
+    std::string note;  // why it is kept out, for when it cannot be re-added
+  };
+  std::vector<Returning> returning;
 };
 
 // Reads every member's superblock and decides which members form the array. Refuses, with
@@ -134,6 +143,12 @@ class Array {
   std::unique_ptr<WriteIntent> intent_;    // destroyed before the Volume it records for
   std::unique_ptr<StripeLog> stripe_log_;  // likewise
   std::vector<std::string> notes_;
+  // Re-added members between their rebuild and their first superblock write: held out of
+  // I/O, but written to, so they are current before they serve.
+  std::vector<unsigned> rejoining_;
+  bool rejoining(unsigned role) const {
+    return std::find(rejoining_.begin(), rejoining_.end(), role) != rejoining_.end();
+  }
 
   mutable std::mutex resync_mutex_;
   ResyncProgress resync_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "geometry.hpp"
+#include "result.hpp"
 
 namespace stripefs {
 
@@ -41,6 +42,10 @@ class Level {
   // should hold. `scratch` holds two chunks for computed contents.
   virtual std::vector<std::pair<size_t, const std::byte*>> disagreements(
       std::span<std::byte* const> slots, std::span<std::byte> scratch, size_t chunk) const = 0;
+  // Rebuilds the slots listed in `missing` (of the same set, `chunk` bytes each) in place
+  // from the others. Fails when more are missing than the level can rebuild.
+  virtual Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,
+                               size_t chunk) const = 0;
 
  protected:
   explicit Level(const Geometry& geometry) : geometry_(geometry) {}

@@ -2,6 +2,7 @@
 // only when every copy of some chunk is gone.
 #include "level.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace stripefs {
@@ -58,6 +59,15 @@ class MirroredLevel final : public Level {
       if (std::memcmp(slots[0], slots[c], chunk) != 0) fixes.emplace_back(c, slots[0]);
     }
     return fixes;
+  }
+  Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,
+                       size_t chunk) const override {
+    for (size_t c = 0; c < slots.size(); ++c) {
+      if (std::find(missing.begin(), missing.end(), c) != missing.end()) continue;
+      for (unsigned m : missing) std::memcpy(slots[m], slots[c], chunk);
+      return {};
+    }
+    return fail(EIO, "every copy is missing");
   }
 };
 

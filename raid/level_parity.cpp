@@ -52,6 +52,10 @@ class ParityLevel final : public Level {
     if (q && std::memcmp(q, slots[k + 1], chunk) != 0) fixes.emplace_back(k + 1, q);
     return fixes;
   }
+  Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,
+                       size_t chunk) const override {
+    return parity::recover(slots, geometry_.parity_chunks(), missing, chunk);
+  }
 };
 
 }  // namespace

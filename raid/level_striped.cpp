@@ -32,6 +32,10 @@ class StripedLevel final : public Level {
                                                                  size_t) const override {
     return {};
   }
+  Result<void> rebuild(std::span<std::byte* const>, std::span<const unsigned>,
+                       size_t) const override {
+    return fail(EINVAL, "raid0 keeps no redundancy to rebuild from");
+  }
 };
 
 }  // namespace

@@ -170,6 +170,54 @@ void Volume::fail_member(unsigned member, const Error& why) {
   if (listener) listener(member, why);
 }
 
+void Volume::hold_out(unsigned member) {
+  active_[member].store(false, std::memory_order_release);
+}
+
+void Volume::restore_member(unsigned member) {
+  if (members_[member] != nullptr) active_[member].store(true, std::memory_order_release);
+}
+
+Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t count) {
+  Member* target = members_.at(member);
+  if (target == nullptr || active(member)) {
+    return fail(EINVAL, "member {} is not held out for a rebuild", member);
+  }
+  const uint64_t chunk = geometry_.chunk_size();
+  AlignedBuffer rows(uint64_t{geometry_.members()} * chunk);
+  const uint64_t last = std::min(first + count, geometry_.stripes());
+  for (uint64_t stripe = first; stripe < last; ++stripe) {
+    const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
+    std::vector<std::byte*> slots;
+    std::vector<unsigned> missing;
+    std::optional<size_t> mine;
+    for (size_t i = 0; i < where.size(); ++i) {
+      slots.push_back(rows.data() + i * chunk);
+      if (where[i].member == member) mine = i;
+      if (!active(where[i].member)) missing.push_back(static_cast<unsigned>(i));
+    }
+    if (!mine) continue;  // this stripe keeps nothing on the member (RAID10)
+    std::promise<void> granted;
+    if (!locks_.acquire(stripe, [&granted] { granted.set_value(); })) granted.get_future().wait();
+    Result<void> done;
+    for (size_t i = 0; i < where.size() && done; ++i) {
+      if (!active(where[i].member)) continue;
+      done = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
+                         {slots[i], chunk});
+    }
+    if (done) done = level_->rebuild(slots, missing, chunk);
+    if (done) {
+      done = member_write(*target, data_offset_ + where[*mine].member_offset, {slots[*mine], chunk});
+    }
+    locks_.release(stripe);
+    if (!done) {
+      return fail(done.error().code, "rebuilding member {} ({}), stripe {}: {}", member,
+                  target->name(), stripe, done.error().message);
+    }
+  }
+  return {};
+}
+
 void Volume::failure_recorded(unsigned member) {
   std::vector<std::function<void()>> ready;
   {

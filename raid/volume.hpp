@@ -90,6 +90,13 @@ class Volume {
   void set_failure_listener(FailureListener listener);
   void failure_recorded(unsigned member);
   Member* member(unsigned index) const { return members_[index]; }
+  // Re-adding a member that was away (md's re-add with a bitmap), before any I/O: hold_out
+  // keeps it out of service silently; rebuild_member rewrites its chunks of stripes
+  // [first, first+count) from the other members, under each stripe's lock (blocking);
+  // restore_member puts it back once everything it missed is rebuilt.
+  void hold_out(unsigned member);
+  Result<void> rebuild_member(unsigned member, uint64_t first, uint64_t count);
+  void restore_member(unsigned member);
 
   // Every write is announced to `intent` (the write-intent bitmap) before any of its data
   // reaches a member. Set before the first write; `intent` must outlive the Volume's I/O.

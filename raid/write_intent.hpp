@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "member.hpp"
+
 namespace stripefs {
 
 class WriteIntent {
@@ -28,6 +30,13 @@ class WriteIntent {
   virtual std::vector<std::pair<uint64_t, uint64_t>> ranges_to_resync() const = 0;
   // [begin, end) was resynced: its record may be cleared like any idle range.
   virtual void resynced(uint64_t begin, uint64_t end) = 0;
+  // Every range recorded as written (everything, when the record cannot be trusted). The
+  // record is never cleared while a member is missing, so this covers all that a member
+  // away since then has missed: only these ranges need rebuilding when it returns.
+  virtual std::vector<std::pair<uint64_t, uint64_t>> recorded_ranges() const = 0;
+  // A member that was away is back and current (rebuilt): it gets the whole record, which it
+  // missed while away. Blocking.
+  virtual Result<void> member_returned(Member& member) = 0;
 };
 
 }  // namespace stripefs
