@@ -131,32 +131,53 @@ void MirroredArea::submit(MemberRequest request) {
   }
 }
 
-Result<void> MirroredArea::copy_from(size_t source) {
+Result<void> MirroredArea::copy(const Copy& from, const std::vector<Copy>& to) {
   constexpr uint64_t kPiece = 1 << 20;
   AlignedBuffer buffer(static_cast<size_t>(std::min<uint64_t>(kPiece, size())));
-  const Copy from = copies_.at(source);
-  if (!live(from)) return fail(EIO, "{}: the copy to copy from is not in service", name());
+  std::vector<bool> dropped(to.size(), false);  // failed (and reported) on the way
+  auto drop = [&](size_t i, const Error& why) -> Result<void> {
+    if (!failed_) return fail(why);
+    failed_(to[i].role, why);
+    dropped[i] = true;
+    return {};
+  };
   for (uint64_t at = 0; at < size(); at += kPiece) {
-    const uint64_t length = std::min<uint64_t>(kPiece, size() - at);
-    auto piece = buffer.span().first(length);
+    auto piece = buffer.span().first(std::min<uint64_t>(kPiece, size() - at));
     if (auto r = member_read(*from.member, offset_ + at, piece); !r) return r;
-    for (size_t i = 0; i < copies_.size(); ++i) {
-      const Copy& to = copies_[i];
-      if (i == source || !live(to)) continue;
-      if (auto w = member_write(*to.member, offset_ + at, piece); !w) {
-        if (!failed_) return w;
-        failed_(to.role, w.error());
+    for (size_t i = 0; i < to.size(); ++i) {
+      if (dropped[i]) continue;
+      if (auto w = member_write(*to[i].member, offset_ + at, piece); !w) {
+        if (auto d = drop(i, w.error()); !d) return d;
       }
     }
   }
-  for (size_t i = 0; i < copies_.size(); ++i) {
-    if (i == source || !live(copies_[i])) continue;
-    if (auto f = member_flush(*copies_[i].member); !f) {
-      if (!failed_) return f;
-      failed_(copies_[i].role, f.error());
+  for (size_t i = 0; i < to.size(); ++i) {
+    if (dropped[i]) continue;
+    if (auto f = member_flush(*to[i].member); !f) {
+      if (auto d = drop(i, f.error()); !d) return d;
     }
   }
   return {};
+}
+
+Result<void> MirroredArea::copy_to(unsigned role) {
+  auto to = std::find_if(copies_.begin(), copies_.end(),
+                         [role](const Copy& c) { return c.role == role && c.member != nullptr; });
+  if (to == copies_.end()) return {};
+  auto from = std::find_if(copies_.begin(), copies_.end(),
+                           [&](const Copy& c) { return c.role != role && live(c); });
+  if (from == copies_.end()) return fail(EIO, "{}: no live copy to copy from", name());
+  return copy(*from, {*to});
+}
+
+Result<void> MirroredArea::copy_from(size_t source) {
+  const Copy from = copies_.at(source);
+  if (!live(from)) return fail(EIO, "{}: the copy to copy from is not in service", name());
+  std::vector<Copy> to;
+  for (size_t i = 0; i < copies_.size(); ++i) {
+    if (i != source && live(copies_[i])) to.push_back(copies_[i]);
+  }
+  return copy(from, to);
 }
 
 }  // namespace stripefs

@@ -37,12 +37,18 @@ class MirroredArea final : public Member {
   // Copies the whole area from copy `source` onto every other live copy. Blocking. A copy
   // that cannot take it is failed (or, without `failed`, the call fails).
   Result<void> copy_from(size_t source);
+  // Copies the whole area from the first live copy onto the copy of member `role`, live or
+  // not (a member being re-added). Nothing when `role` keeps no copy. Blocking.
+  Result<void> copy_to(unsigned role);
   // Moves copy `index` to the front, so reads come from it.
   void prefer(size_t index);
 
  private:
   bool live(const Copy& c) const { return c.member != nullptr && (!live_ || live_(c.role)); }
   void read_from(size_t first, MemberRequest request);
+  // The whole area from `from` onto each of `to`; a target that fails is reported through
+  // `failed` and dropped (without `failed`, the copy fails).
+  Result<void> copy(const Copy& from, const std::vector<Copy>& to);
 
   std::vector<Copy> copies_;
   const uint64_t offset_;

@@ -4,6 +4,7 @@
 
 #include "aligned_buffer.hpp"
 #include "journal_log.hpp"
+#include "mirrored_area.hpp"
 
 namespace stripefs {
 
@@ -35,6 +36,11 @@ StripeJournal::StripeJournal(std::unique_ptr<Journal> journal, Volume& volume,
                              std::unique_ptr<Member> device)
     : device_(std::move(device)), journal_(std::move(journal)), volume_(volume) {
   checkpointer_ = std::thread([this] { checkpoint_loop(); });
+}
+
+Result<void> StripeJournal::member_returned(unsigned role) {
+  if (auto* area = dynamic_cast<MirroredArea*>(device_.get())) return area->copy_to(role);
+  return {};
 }
 
 StripeJournal::~StripeJournal() {

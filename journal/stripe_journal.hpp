@@ -43,6 +43,7 @@ class StripeJournal final : public StripeLog {
   // Releases the log up to the oldest stripe still being written, after a member flush.
   // Blocking; also runs on its own thread when the log fills up.
   Result<void> checkpoint() override;
+  Result<void> member_returned(unsigned role) override;
   StripeJournalStats stats() const;
   Journal& journal() { return *journal_; }
 

@@ -266,8 +266,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   if (!geometry) return fail(geometry.error());
   // Members that left without failing come back when the bitmap can tell what they missed
   // (md's re-add): they join the Volume held out, and are rebuilt below.
-  const bool can_readd =
-      options.write_intent && sb.bitmap_size != 0 && geometry->redundancy() > 0;
+  const bool can_readd = options.write_intent && sb.bitmap_size != 0 && geometry->redundancy() > 0;
   std::vector<Member*> in_volume = assembly->by_role;
   std::vector<Assembly::Returning> returning;
   for (auto& r : assembly->returning) {
@@ -283,9 +282,8 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
     if (volume) (*volume)->hold_out(r.role);
   }
   if (volume && (*volume)->failed()) {
-    volume = fail(ENODEV, "{} of {} members missing; {} tolerates {}",
-                  (*volume)->missing_members(), geometry->members(), to_string(sb.level),
-                  geometry->redundancy());
+    volume = fail(ENODEV, "{} of {} members missing; {} tolerates {}", (*volume)->missing_members(),
+                  geometry->members(), to_string(sb.level), geometry->redundancy());
   }
   if (!volume) {
     std::string why = volume.error().message;
@@ -344,9 +342,10 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
     }
     if (rebuilt) rebuilt = member_flush(*r.member);
     if (rebuilt) rebuilt = intent->member_returned(*r.member);
+    if (rebuilt && stripe_log) rebuilt = stripe_log->member_returned(r.role);
     if (!rebuilt) {
-      assembly->notes.push_back(fmt::format("{}: re-adding it failed: {}", r.note,
-                                            rebuilt.error().message));
+      assembly->notes.push_back(
+          fmt::format("{}: re-adding it failed: {}", r.note, rebuilt.error().message));
       continue;
     }
     readded.push_back(r.role);
@@ -397,8 +396,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       // Failed before the failure listener was installed (during replay): recorded here,
       // before the superblocks are written, so it can never come back as current.
       if (array->by_role_[role] != nullptr && !array->volume_->active(role) &&
-          !array->rejoining(role) &&
-          array->master_.member_states[role] == MemberState::active) {
+          !array->rejoining(role) && array->master_.member_states[role] == MemberState::active) {
         array->master_.member_states[role] = MemberState::faulty;
         raid_log().error("array {}: role {} ({}) failed while the array was starting",
                          format_uuid(sb.array_uuid), role, array->by_role_[role]->name());

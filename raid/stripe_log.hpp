@@ -50,6 +50,12 @@ class StripeLog {
   // Releases every record whose in-place write completed (made durable first), so a clean
   // shutdown leaves nothing to replay. Blocking.
   virtual Result<void> checkpoint() { return {}; }
+  // Member `role`, away until now, is being re-added (before any new write): a log kept on
+  // the members gives it a current copy. Blocking.
+  virtual Result<void> member_returned(unsigned role) {
+    (void)role;
+    return {};
+  }
 };
 
 }  // namespace stripefs

@@ -207,7 +207,8 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
     }
     if (done) done = level_->rebuild(slots, missing, chunk);
     if (done) {
-      done = member_write(*target, data_offset_ + where[*mine].member_offset, {slots[*mine], chunk});
+      done =
+          member_write(*target, data_offset_ + where[*mine].member_offset, {slots[*mine], chunk});
     }
     locks_.release(stripe);
     if (!done) {

@@ -327,6 +327,29 @@ TEST(MemberJournal, ACopyThatFailsIsTakenOut) {
   EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
 }
 
+// A member holding a copy that was away while partial stripes were logged on the other
+// copy: when it is re-added (by the bitmap), its copy is made current too, so it could
+// serve the next replay alone.
+TEST(MemberJournal, AReAddedMemberGetsACurrentCopy) {
+  MemberJournalArray a;
+  const std::vector<Member*> all = a.media.members();
+  std::vector<Member*> present(all.begin() + 1, all.end());
+  {
+    auto degraded = Array::open(present, a.options());
+    ASSERT_TRUE(degraded) << degraded.error().message;
+    for (uint64_t at : {uint64_t{4096}, uint64_t{kChunk * 7 + 8192}}) {
+      ASSERT_TRUE((*degraded)->volume().write(at, test::random_buffer(8192, at).span()));
+    }
+    EXPECT_EQ(static_cast<StripeJournal*>((*degraded)->stripe_log())->stats().stripes_logged, 2u);
+    ASSERT_TRUE((*degraded)->close());
+  }
+  ASSERT_FALSE(a.copies_equal(0, 1));
+  auto back = Array::open(all, a.options());
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE((*back)->volume().active(0)) << "re-added";
+  EXPECT_TRUE(a.copies_equal(0, 1));
+}
+
 TEST(MemberJournal, DefaultSize) {
   // 1/64 of a member within [16 MiB, 64 MiB], at least four worst-case partial stripes.
   EXPECT_EQ(default_member_journal_blocks(4, 512 * 1024, 1ull << 30) * kJournalBlockSize,
