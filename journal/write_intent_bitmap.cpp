@@ -186,11 +186,14 @@ std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_to_resync()
   return out;
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::recorded_ranges() const {
+std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_missed_since(
+    uint64_t events) const {
   std::lock_guard lock(mutex_);
+  // Bits cleared after the member left no longer show what it missed.
+  const bool everything = header_.stale() || events < header_.events_cleared;
   std::vector<std::pair<uint64_t, uint64_t>> out;
   for (uint64_t r = 0; r < regions_.size(); ++r) {
-    if (!header_.stale() && regions_[r].state == RegionState::clean) continue;
+    if (!everything && regions_[r].state == RegionState::clean) continue;
     const uint64_t begin = r * header_.region_size;
     const uint64_t end = std::min(begin + header_.region_size, header_.data_size);
     if (!out.empty() && out.back().second == begin) {
@@ -343,6 +346,13 @@ Result<uint64_t> WriteIntentBitmap::clear_idle(std::chrono::milliseconds idle) {
       ++cleared;
     }
     stats_.bits_cleared += cleared;
+    const uint64_t events = events_.load();
+    if (cleared > 0 && events > header_.events_cleared) {
+      // A member away since before now cannot trust these bits: recorded with them.
+      header_.events_cleared = events;
+      encode_bitmap_header(header_, image_.span().subspan<0, kBitmapHeaderSize>());
+      header_pending_ = true;
+    }
     batch = take_batch_locked();
   }
   if (batch) submit_batch(std::move(batch));

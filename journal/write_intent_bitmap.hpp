@@ -53,7 +53,8 @@ class WriteIntentBitmap final : public WriteIntent {
   void end_write(uint64_t begin, uint64_t end) override;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_to_resync() const override;
   void resynced(uint64_t begin, uint64_t end) override;
-  std::vector<std::pair<uint64_t, uint64_t>> recorded_ranges() const override;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_missed_since(uint64_t events) const override;
+  void set_events(uint64_t events) override { events_.store(events); }
   Result<void> member_returned(Member& member) override;
 
   // Clears the bits of regions idle for at least `idle` (flushing the members first) and
@@ -90,8 +91,9 @@ class WriteIntentBitmap final : public WriteIntent {
   Volume& volume_;
   const uint64_t area_offset_;
   const uint64_t area_size_;
-  BitmapHeader header_;  // geometry fixed; flags (stale) change under mutex_
-  const uint64_t unit_;  // bytes per bitmap write: the members' preferred I/O size
+  BitmapHeader header_;  // geometry fixed; flags (stale) and events_cleared change under mutex_
+  std::atomic<uint64_t> events_{0};  // the array's, as last told (set_events)
+  const uint64_t unit_;              // bytes per bitmap write: the members' preferred I/O size
 
   mutable std::mutex mutex_;  // guards everything below
   AlignedBuffer image_;       // header block + bits, as they should be on disk

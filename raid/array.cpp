@@ -236,7 +236,7 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
     if (state == MemberState::faulty) {
       notes.push_back(std::move(note));
     } else {
-      out.returning.push_back({f->sb.role, f->member, std::move(note)});
+      out.returning.push_back({f->sb.role, f->member, f->sb.events, std::move(note)});
     }
   };
   for (const Found* f : failed) keep_out(f);
@@ -334,7 +334,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   for (const auto& r : returning) {
     Result<void> rebuilt;
     uint64_t stripes = 0;
-    for (auto [begin, end] : intent->recorded_ranges()) {
+    for (auto [begin, end] : intent->ranges_missed_since(r.events)) {
       auto [first, last] = (*volume)->stripes_of(begin, end);
       rebuilt = (*volume)->rebuild_member(r.role, first, last - first + 1);
       if (!rebuilt) break;
@@ -499,6 +499,7 @@ Superblock Array::superblock() const {
 
 Result<void> Array::write_superblocks() {
   master_.updated = now();
+  if (intent_) intent_->set_events(master_.events);
   std::optional<Error> last;
   unsigned written = 0;
   for (unsigned role = 0; role < master_.member_count; ++role) {

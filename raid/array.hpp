@@ -84,6 +84,7 @@ struct Assembly {
   struct Returning {
     unsigned role;
     Member* member;
+    uint64_t events;   // its superblock's: when it was last current
     std::string note;  // why it is kept out, for when it cannot be re-added
   };
   std::vector<Returning> returning;

@@ -30,10 +30,13 @@ class WriteIntent {
   virtual std::vector<std::pair<uint64_t, uint64_t>> ranges_to_resync() const = 0;
   // [begin, end) was resynced: its record may be cleared like any idle range.
   virtual void resynced(uint64_t begin, uint64_t end) = 0;
-  // Every range recorded as written (everything, when the record cannot be trusted). The
-  // record is never cleared while a member is missing, so this covers all that a member
-  // away since then has missed: only these ranges need rebuilding when it returns.
-  virtual std::vector<std::pair<uint64_t, uint64_t>> recorded_ranges() const = 0;
+  // What a member last current at array events `events` may have missed: every range
+  // recorded as written, since the record is never cleared while a member is missing; or
+  // everything, when the record cannot be trusted or was cleared after `events` (md's
+  // events_cleared check). Only these ranges need rebuilding when it returns.
+  virtual std::vector<std::pair<uint64_t, uint64_t>> ranges_missed_since(uint64_t events) const = 0;
+  // The array's events count, each time it changes: clearing the record notes it.
+  virtual void set_events(uint64_t events) = 0;
   // A member that was away is back and current (rebuilt): it gets the whole record, which it
   // missed while away. Blocking.
   virtual Result<void> member_returned(Member& member) = 0;

@@ -371,6 +371,45 @@ TEST(WriteIntentBitmap, AMemberThatWasAwayIsReAddedAndRebuiltOnlyWhereRecorded) 
   check_readd(RaidLevel::raid10, 4, 1);
 }
 
+// md's events_cleared: bits cleared after a member left no longer say what it missed. A
+// member whose superblock is older than the last clearing is rebuilt whole.
+TEST(WriteIntentBitmap, AMemberOlderThanTheLastClearingIsRebuiltWhole) {
+  test::MemoryArray media(4, kMemberSize);
+  ArrayOptions create;
+  create.chunk_size = 64 * 1024;
+  add_bitmap(create, kRegion, milliseconds(0));
+  ASSERT_TRUE(create_array(media.members(), create));
+  OpenOptions options;
+  use_bitmap(options, milliseconds(0));
+  ASSERT_TRUE(Array::open(media.members(), options));  // opened and closed: events move on
+  const std::vector<std::byte> old_member(media.media[3]->contents().begin(),
+                                          media.media[3]->contents().end());
+  AlignedBuffer image;
+  uint64_t stripes = 0;
+  {
+    auto opened = Array::open(media.members(), options);
+    ASSERT_TRUE(opened) << opened.error().message;
+    image = test::random_buffer((*opened)->volume().size(), 9);
+    stripes = (*opened)->volume().geometry().stripes();
+    ASSERT_TRUE((*opened)->volume().write(0, image.span()));
+    auto* bitmap = static_cast<WriteIntentBitmap*>((*opened)->write_intent());
+    ASSERT_GT(*bitmap->clear_idle(milliseconds(0)), 0u);
+    EXPECT_GT(bitmap->header().events_cleared, 0u);
+    ASSERT_TRUE((*opened)->close());
+  }
+  // Member 3 as it was before all that: behind, and behind the clearing too.
+  std::copy(old_member.begin(), old_member.end(), media.media[3]->contents().begin());
+  auto back = Array::open(media.members(), options);
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE((*back)->volume().active(3));
+  const std::string& note = (*back)->notes().back();
+  EXPECT_NE(note.find(fmt::format("re-added, {} stripes", stripes)), std::string::npos) << note;
+  (*back)->volume().fail_member(0, Error{EIO, "pulled"});
+  AlignedBuffer read(image.size());
+  ASSERT_TRUE((*back)->volume().read(0, read.span()));
+  EXPECT_EQ(std::memcmp(read.data(), image.data(), image.size()), 0);
+}
+
 // A member that failed (an I/O error, recorded faulty) is not re-added: it may be broken.
 // Nor is any member of an array without a bitmap: nothing says what it missed.
 TEST(WriteIntentBitmap, FailedMembersAndArraysWithoutBitmapDoNotReAdd) {
