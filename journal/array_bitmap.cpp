@@ -90,6 +90,7 @@ void use_bitmap(OpenOptions& options, std::chrono::milliseconds clear_delay) {
     if (!bitmap) {
       return fail(bitmap.error().code, "{} (force rebuilds the bitmap)", bitmap.error().message);
     }
+    (*bitmap)->set_events(sb.events);  // clearing before the first superblock update notes it
     if ((*bitmap)->header().region_size != sb.bitmap_chunk) {
       return fail(EINVAL, "bitmap region_size {} differs from the superblock's bitmap_chunk {}",
                   (*bitmap)->header().region_size, sb.bitmap_chunk);

@@ -167,7 +167,9 @@ Result<void> MirroredArea::copy_to(unsigned role) {
   auto from = std::find_if(copies_.begin(), copies_.end(),
                            [&](const Copy& c) { return c.role != role && live(c); });
   if (from == copies_.end()) return fail(EIO, "{}: no live copy to copy from", name());
-  return copy(*from, {*to});
+  // The member is held out: a failure cannot take it out of service, only fail its re-add.
+  MirroredArea strict({*from, *to}, offset_, size());
+  return strict.copy(*from, {*to});
 }
 
 Result<void> MirroredArea::copy_from(size_t source) {

@@ -241,6 +241,18 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   };
   for (const Found* f : failed) keep_out(f);
   for (const Found* f : stale) keep_out(f);
+  for (const auto& r : out.returning) {
+    // It ran without the freshest member, which ran on without it: split brain, however
+    // far apart their events are. Re-adding it would mix the two histories.
+    const Found& f = *std::find_if(found.begin(), found.end(),
+                                   [&](const Found& x) { return x.member == r.member; });
+    if (f.sb.member_states[master.role] != MemberState::active) {
+      return fail(EUCLEAN,
+                  "members {} and {} were each run without the other (events {} and {}); "
+                  "assemble only the one whose data to keep",
+                  freshest.member->name(), r.member->name(), master.events, f.sb.events);
+    }
+  }
   std::vector<unsigned> missing;
   for (unsigned role = 0; role < master.member_count; ++role) {
     if (out.by_role[role] == nullptr) missing.push_back(role);
@@ -322,6 +334,11 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
                 format_uuid(sb.array_uuid));
   }
   std::unique_ptr<WriteIntent> intent;
+  if (sb.bitmap_size != 0 && !options.write_intent && !options.ignore_bitmap) {
+    // Writes it did not record would be missing from it when a member is re-added later.
+    return fail(EINVAL, "array {} keeps a write-intent bitmap: open it with its bitmap",
+                format_uuid(sb.array_uuid));
+  }
   if (options.write_intent && sb.bitmap_size != 0) {
     auto made = options.write_intent(**volume, sb, options.force);
     if (!made) return fail(made.error());
@@ -408,7 +425,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       array->closed_ = true;
       return fail(w.error());
     }
-    for (unsigned role : readded) array->volume_->restore_member(role);
+    for (unsigned role : array->rejoining_) array->volume_->restore_member(role);
     array->rejoining_.clear();
   }
   // Replay keeps its records when it failed a member; recorded now, they may go.
@@ -418,7 +435,8 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       return fail(c.error());
     }
   }
-  if (!to_resync.empty()) {
+  // (A re-added member whose superblock write failed is out again: no resync then.)
+  if (!to_resync.empty() && array->volume_->missing_members() == 0) {
     uint64_t total = 0;
     for (auto [first, last] : to_resync) total += last - first + 1;
     array->resync_ = ResyncProgress{0, total, 0, false, std::nullopt};
@@ -500,11 +518,27 @@ Superblock Array::superblock() const {
 Result<void> Array::write_superblocks() {
   master_.updated = now();
   if (intent_) intent_->set_events(master_.events);
+  // A re-added member first: if it cannot take the record it stays out (faulty), and the
+  // others record that instead of its return.
+  for (auto it = rejoining_.begin(); it != rejoining_.end();) {
+    Superblock mine = master_;
+    mine.role = static_cast<uint16_t>(*it);
+    mine.member_uuid = member_uuids_[*it];
+    if (auto w = write_superblock(*by_role_[*it], mine); !w) {
+      raid_log().error("re-adding role {}: {}", *it, w.error().message);
+      master_.member_states[*it] = MemberState::faulty;
+      notes_.push_back(fmt::format("member {} (role {}) could not take its superblock; kept out",
+                                   by_role_[*it]->name(), *it));
+      it = rejoining_.erase(it);
+      continue;
+    }
+    ++it;
+  }
   std::optional<Error> last;
   unsigned written = 0;
   for (unsigned role = 0; role < master_.member_count; ++role) {
     Member* m = by_role_[role];
-    if (m == nullptr || (!volume_->active(role) && !rejoining(role))) continue;
+    if (m == nullptr || !volume_->active(role)) continue;
     Superblock mine = master_;
     mine.role = static_cast<uint16_t>(role);
     mine.member_uuid = member_uuids_[role];

@@ -53,6 +53,10 @@ struct OpenOptions {
   // damaged record instead of refusing.
   std::function<Result<std::unique_ptr<WriteIntent>>(Volume&, const Superblock&, bool force)>
       write_intent;
+  // An array with a bitmap is refused without `write_intent`: writes it did not record
+  // would be missing when a member is re-added. Benchmarks that measure the bitmap's cost
+  // set this to run without it anyway.
+  bool ignore_bitmap = false;
   // Builds the stripe log (the write-ahead journal) for an array whose superblock has one.
   // It is replayed before anything else, so a stripe torn by a crash is consistent again
   // even if the array comes back degraded.

@@ -6,6 +6,7 @@
 #include "array_bitmap.hpp"
 #include "array_journal.hpp"
 #include "devices.hpp"
+#include "superblock.hpp"
 
 namespace stripefs::test {
 
@@ -27,6 +28,16 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
   if (auto closed = (*array)->close(); !closed) return std::unexpected(closed.error().message);
   if (!bad) return std::unexpected(bad.error().message);
   return *bad;
+}
+
+std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
+    const std::filesystem::path& member) {
+  auto devices = fs::open_devices({member.string()}, "");
+  if (!devices) return std::unexpected(devices.error().message);
+  auto sb = read_superblock(*(*devices)->members[0]);
+  if (!sb) return std::unexpected(sb.error().message);
+  if (!is_zero(sb->journal_device_uuid)) return std::pair<uint64_t, uint64_t>{0, 0};
+  return std::pair<uint64_t, uint64_t>{sb->journal_offset, sb->journal_size};
 }
 
 std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,

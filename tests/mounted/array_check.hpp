@@ -15,6 +15,11 @@ namespace stripefs::test {
 std::expected<uint64_t, std::string> inconsistent_stripes(
     const std::vector<std::filesystem::path>& members);
 
+// The byte range [offset, offset + size) of the write-hole journal on each member, as the
+// first member's superblock records it ({0, 0}: none, or on a separate device).
+std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
+    const std::filesystem::path& member);
+
 // The daemon's `stripefsctl --json stats` (or status) for the filesystem mounted at `mountpoint`.
 std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,
                                                         const std::string& command);

@@ -306,8 +306,9 @@ TEST(MemberJournal, ACopyThatFailsIsTakenOut) {
   MemberJournalArray a;
   auto opened = Array::open(a.media.members(), a.options());
   ASSERT_TRUE(opened) << opened.error().message;
-  a.media.faulty[0]->fail_range(MemberOp::write,
-                                {a.created.journal_offset, a.created.journal_size});
+  a.media.faulty[0]->fail_range(
+      MemberOp::write,
+      {a.created.journal_offset, a.created.journal_offset + a.created.journal_size});
   AlignedBuffer data = test::random_buffer(8192, 6);
   ASSERT_TRUE((*opened)->volume().write(kChunk + 4096, data.span()));
   EXPECT_FALSE((*opened)->volume().active(0));
@@ -344,6 +345,18 @@ TEST(MemberJournal, AReAddedMemberGetsACurrentCopy) {
     ASSERT_TRUE((*degraded)->close());
   }
   ASSERT_FALSE(a.copies_equal(0, 1));
+  // A copy that cannot be written fails the re-add: the member stays out.
+  a.media.faulty[0]->fail_range(
+      MemberOp::write,
+      {a.created.journal_offset, a.created.journal_offset + a.created.journal_size});
+  {
+    auto refused = Array::open(all, a.options());
+    ASSERT_TRUE(refused) << refused.error().message;
+    EXPECT_FALSE((*refused)->volume().active(0));
+    EXPECT_NE((*refused)->notes().back().find("re-adding it failed"), std::string::npos)
+        << (*refused)->notes().back();
+  }
+  a.media.faulty[0]->heal();
   auto back = Array::open(all, a.options());
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_TRUE((*back)->volume().active(0)) << "re-added";

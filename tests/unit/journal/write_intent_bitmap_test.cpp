@@ -410,6 +410,65 @@ TEST(WriteIntentBitmap, AMemberOlderThanTheLastClearingIsRebuiltWhole) {
   EXPECT_EQ(std::memcmp(read.data(), image.data(), image.size()), 0);
 }
 
+// Two mirrors each run alone: the one behind is no returning member but the other half of
+// a split brain, however far apart their events are. Re-adding it would mix two histories.
+TEST(WriteIntentBitmap, SplitBrainIsRefusedNotReAdded) {
+  test::MemoryArray media(2, kMemberSize);
+  ArrayOptions create;
+  create.level = RaidLevel::raid1;
+  create.chunk_size = 64 * 1024;
+  add_bitmap(create, kRegion, milliseconds(0));
+  ASSERT_TRUE(create_array(media.members(), create));
+  OpenOptions options;
+  use_bitmap(options, milliseconds(0));
+  for (int run = 0; run < 3; ++run) {  // member 0 alone, three times: far ahead
+    auto alone = Array::open(std::vector<Member*>{media.faulty[0].get()}, options);
+    ASSERT_TRUE(alone) << alone.error().message;
+  }
+  {
+    auto alone = Array::open(std::vector<Member*>{media.faulty[1].get()}, options);
+    ASSERT_TRUE(alone) << alone.error().message;
+    ASSERT_TRUE((*alone)->volume().write(0, test::random_buffer(8192, 3).span()));
+  }
+  auto both = Array::open(media.members(), options);
+  ASSERT_FALSE(both);
+  EXPECT_EQ(both.error().code, EUCLEAN);
+  EXPECT_NE(both.error().message.find("each run without the other"), std::string::npos)
+      << both.error().message;
+}
+
+// A returning member that cannot take its superblock stays out, recorded faulty; the
+// array starts without it.
+TEST(WriteIntentBitmap, AReAddWhoseSuperblockWriteFailsLeavesTheMemberOut) {
+  test::MemoryArray media(4, kMemberSize);
+  ArrayOptions create;
+  create.chunk_size = 64 * 1024;
+  add_bitmap(create, kRegion, milliseconds(0));
+  ASSERT_TRUE(create_array(media.members(), create));
+  OpenOptions options;
+  use_bitmap(options, milliseconds(0));
+  std::vector<Member*> without = media.members();
+  without.erase(without.begin() + 1);
+  {
+    auto degraded = Array::open(without, options);
+    ASSERT_TRUE(degraded) << degraded.error().message;
+    ASSERT_TRUE((*degraded)->volume().write(0, test::random_buffer(8192, 4).span()));
+  }
+  media.faulty[1]->fail_range(MemberOp::write,
+                              {kSuperblockOffset, kSuperblockOffset + kSuperblockSize});
+  auto back = Array::open(media.members(), options);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_FALSE((*back)->volume().active(1));
+  EXPECT_EQ((*back)->superblock().member_states[1], MemberState::faulty);
+  EXPECT_NE((*back)->notes().back().find("could not take its superblock"), std::string::npos)
+      << (*back)->notes().back();
+  EXPECT_TRUE((*back)->volume().write(65536, test::random_buffer(8192, 5).span()));
+  ASSERT_TRUE((*back)->close());
+  auto peer = read_superblock(*media.faulty[0]);
+  ASSERT_TRUE(peer);
+  EXPECT_EQ(peer->member_states[1], MemberState::faulty);
+}
+
 // A member that failed (an I/O error, recorded faulty) is not re-added: it may be broken.
 // Nor is any member of an array without a bitmap: nothing says what it missed.
 TEST(WriteIntentBitmap, FailedMembersAndArraysWithoutBitmapDoNotReAdd) {
