@@ -170,11 +170,11 @@ void WriteIntentBitmap::end_write(uint64_t begin, uint64_t end) {
   }
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_to_resync() const {
-  std::lock_guard lock(mutex_);
+std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_locked(
+    const std::function<bool(const Region&)>& wanted) const {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   for (uint64_t r = 0; r < regions_.size(); ++r) {
-    if (regions_[r].state != RegionState::needs_resync) continue;
+    if (!wanted(regions_[r])) continue;
     const uint64_t begin = r * header_.region_size;
     const uint64_t end = std::min(begin + header_.region_size, header_.data_size);
     if (!out.empty() && out.back().second == begin) {
@@ -186,23 +186,18 @@ std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_to_resync()
   return out;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_to_resync() const {
+  std::lock_guard lock(mutex_);
+  return ranges_locked([](const Region& r) { return r.state == RegionState::needs_resync; });
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> WriteIntentBitmap::ranges_missed_since(
     uint64_t events) const {
   std::lock_guard lock(mutex_);
   // Bits cleared after the member left no longer show what it missed.
   const bool everything = header_.stale() || events < header_.events_cleared;
-  std::vector<std::pair<uint64_t, uint64_t>> out;
-  for (uint64_t r = 0; r < regions_.size(); ++r) {
-    if (!everything && regions_[r].state == RegionState::clean) continue;
-    const uint64_t begin = r * header_.region_size;
-    const uint64_t end = std::min(begin + header_.region_size, header_.data_size);
-    if (!out.empty() && out.back().second == begin) {
-      out.back().second = end;
-    } else {
-      out.emplace_back(begin, end);
-    }
-  }
-  return out;
+  return ranges_locked(
+      [everything](const Region& r) { return everything || r.state != RegionState::clean; });
 }
 
 Result<void> WriteIntentBitmap::member_returned(Member& member) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -82,6 +83,9 @@ class WriteIntentBitmap final : public WriteIntent {
                     AlignedBuffer image, uint64_t unit, bool clean);
   void set_bit(uint64_t region, bool value);
   uint64_t unit_of(uint64_t region) const;
+  // With mutex_ held: the member data ranges of the regions `wanted` picks, merged.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_locked(
+      const std::function<bool(const Region&)>& wanted) const;
   // With mutex_ held: turns the pending units and waiters into a batch if none is in flight.
   std::unique_ptr<Batch> take_batch_locked();
   void submit_batch(std::unique_ptr<Batch> batch);

@@ -163,17 +163,23 @@ int run_bitmap_bench(const BitmapBenchOptions& o) {
   if (auto c = create_array(members, journaled); !c) return fail_with(c.error());
   OpenOptions with_journal = with_bitmap;
   use_stripe_journal(with_journal, &journal_device);
-  std::vector<double> logged;
-  for (unsigned pass = 0; pass < o.repeat; ++pass) {
-    auto array = Array::open(members, with_journal);
-    if (!array) return fail_with(array.error());
-    auto iops = timed_random_writes(**array, o, 100 + pass, buffers);
-    if (!iops) return fail_with(iops.error());
-    logged.push_back(*iops);
-    if (auto c = (*array)->close(); !c) return fail_with(c.error());
-  }
-  result("randwrite_journal", median(logged), "IOPS");
-  result("journal_randwrite_ratio", median(logged) / median(on));
+  // --repeat passes of the random writes on the array opened with `with`: their IOPS.
+  auto passes = [&](const OpenOptions& with, uint64_t seed) -> Result<std::vector<double>> {
+    std::vector<double> out;
+    for (unsigned pass = 0; pass < o.repeat; ++pass) {
+      auto array = Array::open(members, with);
+      if (!array) return fail(array.error());
+      auto iops = timed_random_writes(**array, o, seed + pass, buffers);
+      if (!iops) return fail(iops.error());
+      out.push_back(*iops);
+      if (auto c = (*array)->close(); !c) return fail(c.error());
+    }
+    return out;
+  };
+  auto logged = passes(with_journal, 100);
+  if (!logged) return fail_with(logged.error());
+  result("randwrite_journal", median(*logged), "IOPS");
+  result("journal_randwrite_ratio", median(*logged) / median(on));
 
   // The default placement: the journal mirrored on the first two members.
   ArrayOptions on_members = create;
@@ -182,17 +188,10 @@ int run_bitmap_bench(const BitmapBenchOptions& o) {
   if (auto c = create_array(members, on_members); !c) return fail_with(c.error());
   OpenOptions with_member_journal = with_bitmap;
   use_stripe_journal(with_member_journal, nullptr);
-  std::vector<double> mirrored;
-  for (unsigned pass = 0; pass < o.repeat; ++pass) {
-    auto array = Array::open(members, with_member_journal);
-    if (!array) return fail_with(array.error());
-    auto iops = timed_random_writes(**array, o, 200 + pass, buffers);
-    if (!iops) return fail_with(iops.error());
-    mirrored.push_back(*iops);
-    if (auto c = (*array)->close(); !c) return fail_with(c.error());
-  }
-  result("randwrite_member_journal", median(mirrored), "IOPS");
-  result("member_journal_randwrite_ratio", median(mirrored) / median(on));
+  auto mirrored = passes(with_member_journal, 200);
+  if (!mirrored) return fail_with(mirrored.error());
+  result("randwrite_member_journal", median(*mirrored), "IOPS");
+  result("member_journal_randwrite_ratio", median(*mirrored) / median(on));
 
   result("dirty_regions", static_cast<double>(dirty_regions));
   result("regions", static_cast<double>(regions));

@@ -292,6 +292,18 @@ TEST(WriteIntentBitmap, RefusesABitmapThatDoesNotFitBeforeTheData) {
   }
 }
 
+// A RAID5 with a bitmap on `media`; the options that open it with its bitmap.
+OpenOptions bitmap_array(test::MemoryArray& media) {
+  ArrayOptions create;
+  create.chunk_size = 64 * 1024;
+  add_bitmap(create, kRegion, milliseconds(0));
+  auto created = create_array(media.members(), create);
+  EXPECT_TRUE(created) << created.error().message;
+  OpenOptions options;
+  use_bitmap(options, milliseconds(0));
+  return options;
+}
+
 // md's re-add: a member that was away while the array ran degraded comes back, and only
 // the regions the bitmap recorded since are rebuilt on it. Checked the hard way: with
 // another member then removed, every byte must still read back, so the returning member's
@@ -375,12 +387,7 @@ TEST(WriteIntentBitmap, AMemberThatWasAwayIsReAddedAndRebuiltOnlyWhereRecorded) 
 // member whose superblock is older than the last clearing is rebuilt whole.
 TEST(WriteIntentBitmap, AMemberOlderThanTheLastClearingIsRebuiltWhole) {
   test::MemoryArray media(4, kMemberSize);
-  ArrayOptions create;
-  create.chunk_size = 64 * 1024;
-  add_bitmap(create, kRegion, milliseconds(0));
-  ASSERT_TRUE(create_array(media.members(), create));
-  OpenOptions options;
-  use_bitmap(options, milliseconds(0));
+  const OpenOptions options = bitmap_array(media);
   ASSERT_TRUE(Array::open(media.members(), options));  // opened and closed: events move on
   const std::vector<std::byte> old_member(media.media[3]->contents().begin(),
                                           media.media[3]->contents().end());
@@ -441,12 +448,7 @@ TEST(WriteIntentBitmap, SplitBrainIsRefusedNotReAdded) {
 // array starts without it.
 TEST(WriteIntentBitmap, AReAddWhoseSuperblockWriteFailsLeavesTheMemberOut) {
   test::MemoryArray media(4, kMemberSize);
-  ArrayOptions create;
-  create.chunk_size = 64 * 1024;
-  add_bitmap(create, kRegion, milliseconds(0));
-  ASSERT_TRUE(create_array(media.members(), create));
-  OpenOptions options;
-  use_bitmap(options, milliseconds(0));
+  const OpenOptions options = bitmap_array(media);
   std::vector<Member*> without = media.members();
   without.erase(without.begin() + 1);
   {
