@@ -36,6 +36,7 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
             {"write_hole_journal", sb.journal_size == 0              ? "none"
                                    : is_zero(sb.journal_device_uuid) ? "members"
                                                                      : "device"},
+            {"write_hole_logging", array.logs_partial_stripes()},
             {"resync",
              {{"finished", resync.finished},
               {"done", resync.done},

@@ -44,6 +44,9 @@ constexpr const char* kUsage =
     "options (-o, comma-separated; FUSE options such as allow_other, ro, default_permissions\n"
     "are passed on):\n"
     "  journal_device=PATH   the array's separate journal device (write-hole protection)\n"
+    "  write_hole=closed|open  log partial-stripe writes first (closed, the default on an\n"
+    "                        array with a write-hole journal) or not (open: faster small\n"
+    "                        writes, the write hole open until the next clean unmount)\n"
     "  writeback_delay=SEC   write back dirty data older than this (default 5)\n"
     "  commit_interval=SEC   commit metadata at least this often (default 5)\n"
     "  cache_size=SIZE       dirty file data held before writers wait (default 256M)\n"
@@ -57,6 +60,7 @@ constexpr const char* kUsage =
 
 struct Config {
   char* journal_device = nullptr;
+  char* write_hole = nullptr;
   double writeback_delay = 5.0;
   double commit_interval = 5.0;
   char* cache_size = nullptr;
@@ -79,6 +83,7 @@ enum Key { kKeyHelp, kKeyVersion, kKeyForeground, kKeyDebug, kKeySingle, kKeyRea
 #define STRIPEFS_OPT(t, p, v) \
   { t, offsetof(Config, p), v }
 const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0),
+                             STRIPEFS_OPT("write_hole=%s", write_hole, 0),
                              STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
                              STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
                              STRIPEFS_OPT("cache_size=%s", cache_size, 0),
@@ -205,12 +210,22 @@ int run(Config& config, fuse_args& args, Launch& launch) {
       readahead = *size;
     }
   }
+  bool log_partial_stripes = true;
+  if (error.empty() && config.write_hole != nullptr) {
+    const std::string value = config.write_hole;
+    if (value == "open") {
+      log_partial_stripes = false;
+    } else if (value != "closed") {
+      error = fmt::format("write_hole={}: not closed or open", value);
+    }
+  }
   if (!error.empty()) return launch.report(error), fail_line(error);
   const std::string journal = config.journal_device != nullptr ? config.journal_device : "";
   auto devices = fs::open_devices(paths, journal);
   if (!devices) return launch.report(devices.error().message), fail_line(devices.error().message);
   OpenOptions open_options;
   open_options.force = config.force != 0;
+  open_options.log_partial_stripes = log_partial_stripes;
   use_bitmap(open_options);
   use_stripe_journal(open_options, (*devices)->journal.get());
   auto members = (*devices)->member_pointers();
@@ -320,7 +335,10 @@ int main(int argc, char** argv) {
     Config& config;
     ~Cleanup() {
       fuse_opt_free_args(&args);
-      for (char* p : {config.journal_device, config.cache_size, config.readahead}) std::free(p);
+      for (char* p :
+           {config.journal_device, config.write_hole, config.cache_size, config.readahead}) {
+        std::free(p);
+      }
     }
   } cleanup{args, config};
   if (fuse_opt_parse(&args, &config, kOptions, option_proc) != 0) {

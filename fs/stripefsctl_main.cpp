@@ -88,7 +88,9 @@ void print_status(const json& s) {
   if (level == "raid5" || level == "raid6") {
     const std::string journal = a["write_hole_journal"].get<std::string>();
     std::printf("  write hole: %s\n",
-                journal == "none"      ? "open (no write-hole journal; resync after a crash)"
+                journal == "none" ? "open (no write-hole journal; resync after a crash)"
+                : !a["write_hole_logging"].get<bool>()
+                    ? "open (write_hole=open: this mount does not use the journal)"
                 : journal == "members" ? "closed (journal mirrored on the first members)"
                                        : "closed (journal device)");
   }

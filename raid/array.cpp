@@ -323,11 +323,11 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       raid_log().warn("array {}: replayed {} logged stripe writes", format_uuid(sb.array_uuid),
                       *replayed);
     }
-    (*volume)->set_stripe_log(stripe_log.get());
+    if (options.log_partial_stripes) (*volume)->set_stripe_log(stripe_log.get());
   }
-  // Without a stripe log, a crash may have torn stripes that a missing member's chunk can no
-  // longer be rebuilt from.
-  if (!sb.clean() && degraded && !options.force && !stripe_log) {
+  // Without a stripe log (or after a run that did not use it), a crash may have torn
+  // stripes that a missing member's chunk can no longer be rebuilt from.
+  if (!sb.clean() && degraded && !options.force && !(stripe_log && !sb.unlogged())) {
     return fail(EUCLEAN,
                 "array {}: was not shut down cleanly and is degraded, so parity may not match "
                 "the data; refusing to start (force to accept)",
@@ -400,6 +400,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
                                          std::move(*volume), std::move(assembly->notes)));
   array->intent_ = std::move(intent);
   array->stripe_log_ = std::move(stripe_log);
+  array->logging_ = options.log_partial_stripes;
   // Running: dirty until closed, missing roles recorded.
   {
     std::lock_guard lock(array->mutex_);
@@ -420,6 +421,9 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       }
     }
     array->master_.set_clean(false);
+    // Kept from an unlogged run that crashed until a clean shutdown (its torn stripes are
+    // resynced meanwhile); set for this run if it does not log.
+    if (array->stripe_log_ && !options.log_partial_stripes) array->master_.set_unlogged(true);
     ++array->master_.events;
     if (auto w = array->write_superblocks(); !w) {
       array->closed_ = true;
@@ -600,6 +604,7 @@ Result<void> Array::close() {
   if (!flushed) return fail(flushed.error());
   if (resync.error) return fail(*resync.error);
   master_.set_clean(true);
+  master_.set_unlogged(false);
   ++master_.events;
   return write_superblocks();
 }

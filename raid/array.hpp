@@ -63,6 +63,11 @@ struct OpenOptions {
   // Gets `force` too: it may then rebuild a damaged log instead of refusing.
   std::function<Result<std::unique_ptr<StripeLog>>(Volume&, const Superblock&, bool force)>
       stripe_log;
+  // false: the stripe log is replayed and emptied, but partial-stripe writes are not logged
+  // (faster small writes). The write hole is then open until the next clean shutdown, and
+  // the superblocks say so (Superblock::unlogged), so a crash during such a run is treated
+  // as if the array had no log.
+  bool log_partial_stripes = true;
 };
 
 struct ResyncProgress {
@@ -121,6 +126,8 @@ class Array {
   Volume& volume() { return *volume_; }
   WriteIntent* write_intent() { return intent_.get(); }
   StripeLog* stripe_log() { return stripe_log_.get(); }
+  // Whether partial-stripe writes go through the stripe log in this run.
+  bool logs_partial_stripes() const { return stripe_log_ && logging_; }
   ResyncProgress resync_progress() const;
   // Waits for the background resync, if any. Blocking.
   ResyncProgress wait_resync();
@@ -147,6 +154,7 @@ class Array {
   std::unique_ptr<Volume> volume_;
   std::unique_ptr<WriteIntent> intent_;    // destroyed before the Volume it records for
   std::unique_ptr<StripeLog> stripe_log_;  // likewise
+  bool logging_ = true;                    // OpenOptions::log_partial_stripes
   std::vector<std::string> notes_;
   // Re-added members between their rebuild and their first superblock write: held out of
   // I/O, but written to, so they are current before they serve.

@@ -23,7 +23,9 @@
 //      104      8  data_offset          bytes from the member start; 4 KiB multiple >= 8192
 //      112      8  data_size            usable bytes per member from data_offset; > 0
 //      120      8  events               bumped on every state change; highest wins
-//      128      4  flags                bit 0: clean shutdown; unknown bits are preserved
+//      128      4  flags                bit 0: clean shutdown; bit 1: run since its last
+//                                       clean shutdown without logging partial stripes
+//                                       (the write hole open); unknown bits are preserved
 //      132      4  reserved
 //      136      8  rebuild_checkpoint   bytes rebuilt so far; UINT64_MAX: not rebuilding
 //      144      8  bitmap_offset        write-intent bitmap area, bytes from member start
@@ -105,6 +107,7 @@ using Uuid = std::array<uint8_t, 16>;
 // code implements, and zeroes whatever a newer minor version stored in the reserved bytes.
 struct Superblock {
   static constexpr uint32_t kFlagClean = 1u << 0;
+  static constexpr uint32_t kFlagUnlogged = 1u << 1;
 
   Uuid array_uuid{};
   Uuid member_uuid{};
@@ -131,6 +134,8 @@ struct Superblock {
 
   bool clean() const { return (flags & kFlagClean) != 0; }
   void set_clean(bool clean) { flags = clean ? flags | kFlagClean : flags & ~kFlagClean; }
+  bool unlogged() const { return (flags & kFlagUnlogged) != 0; }
+  void set_unlogged(bool on) { flags = on ? flags | kFlagUnlogged : flags & ~kFlagUnlogged; }
   bool rebuilding() const { return rebuild_checkpoint != kNotRebuilding; }
 
   bool operator==(const Superblock&) const = default;

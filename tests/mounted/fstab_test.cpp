@@ -124,6 +124,10 @@ TEST_F(FstabMount, BadOptionsAndSourcesAreOneClearLine) {
   EXPECT_NE(bad_size.status, 0);
   EXPECT_NE(bad_size.output.find("cache_size=lots: not a size of at least 16M"), std::string::npos)
       << bad_size.output;
+  const Command bad_hole = mount("write_hole=maybe");
+  EXPECT_NE(bad_hole.status, 0);
+  EXPECT_NE(bad_hole.output.find("write_hole=maybe: not closed or open"), std::string::npos)
+      << bad_hole.output;
   const Command bad_threads = mount("io_threads=0");
   EXPECT_NE(bad_threads.status, 0);
   EXPECT_NE(bad_threads.output.find("io_threads must be between 1 and 256"), std::string::npos)

@@ -204,5 +204,30 @@ TEST_F(StripePath, SmallWritesAreLoggedOnTheMembersByDefault) {
   EXPECT_EQ(*bad, 0u) << "stripes whose parity does not match their data";
 }
 
+class StripePathUnlogged : public StripePath {
+ protected:
+  std::string mount_options() const override { return "write_hole=open,writeback_delay=3600"; }
+};
+
+// write_hole=open: the array keeps its journal, but this mount writes partial stripes in
+// place without logging them, and says so.
+TEST_F(StripePathUnlogged, WriteHoleOpenLogsNothing) {
+  if (!fs_.can_remount()) GTEST_SKIP() << "needs the stripefs daemon";
+  auto status = daemon_query(fs_.root().string(), "status");
+  ASSERT_TRUE(status) << status.error();
+  EXPECT_EQ((*status)["array"]["write_hole_journal"], "members");
+  EXPECT_EQ((*status)["array"]["write_hole_logging"], false);
+  Fd fd = open_file(path("small"), O_RDWR | O_CREAT | O_TRUNC);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(write_at(fd.get(), random_bytes(kMiB, 31), 0));
+  ASSERT_EQ(fsync(fd.get()), 0);
+  ASSERT_TRUE(write_at(fd.get(), random_bytes(4096, 32), 8192));
+  ASSERT_EQ(fsync(fd.get()), 0);
+  auto stats = daemon_query(fs_.root().string(), "stats");
+  ASSERT_TRUE(stats) << stats.error();
+  EXPECT_GT(counter(*stats, "volume", "partial_stripe_writes"), 0u);
+  EXPECT_EQ(counter(*stats, "write_hole_journal", "stripes_logged"), 0u);
+}
+
 }  // namespace
 }  // namespace stripefs::test

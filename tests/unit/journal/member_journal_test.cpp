@@ -363,6 +363,51 @@ TEST(MemberJournal, AReAddedMemberGetsACurrentCopy) {
   EXPECT_TRUE(a.copies_equal(0, 1));
 }
 
+// A run that does not log partial stripes (write_hole=open) says so in the superblocks:
+// after a crash during it the array is treated as having no log (refused degraded without
+// force, resynced by its bitmap), until a clean shutdown clears the mark.
+TEST(MemberJournal, AnUnloggedRunLeavesTheHoleOpenUntilACleanClose) {
+  MemberJournalArray a;
+  OpenOptions unlogged = a.options();
+  unlogged.log_partial_stripes = false;
+  MemberJournalArray::Image crashed;
+  {
+    auto opened = Array::open(a.media.members(), unlogged);
+    ASSERT_TRUE(opened) << opened.error().message;
+    EXPECT_FALSE((*opened)->logs_partial_stripes());
+    ASSERT_TRUE((*opened)->volume().write(4096, test::random_buffer(8192, 8).span()));
+    auto* log = static_cast<StripeJournal*>((*opened)->stripe_log());
+    EXPECT_EQ(log->stats().stripes_logged, 0u);
+    auto running = read_superblock(*a.media.faulty[2]);
+    ASSERT_TRUE(running);
+    EXPECT_TRUE(running->unlogged());
+    crashed = a.image();
+    ASSERT_TRUE((*opened)->close());
+  }
+  auto closed = read_superblock(*a.media.faulty[2]);
+  ASSERT_TRUE(closed);
+  EXPECT_FALSE(closed->unlogged()) << "a clean close clears it";
+  a.restore(crashed);
+  const std::vector<Member*> all = a.media.members();
+  std::vector<Member*> degraded(all.begin(), all.end() - 1);
+  auto refused = Array::open(degraded, a.options());
+  ASSERT_FALSE(refused) << "its journal did not cover the crashed run";
+  EXPECT_EQ(refused.error().code, EUCLEAN);
+  {
+    auto whole = Array::open(all, a.options());  // logging again; the mark stays till close
+    ASSERT_TRUE(whole) << whole.error().message;
+    EXPECT_TRUE((*whole)->logs_partial_stripes());
+    EXPECT_GT((*whole)->wait_resync().total, 0u) << "the bitmap's regions are resynced";
+    auto running = read_superblock(*a.media.faulty[2]);
+    ASSERT_TRUE(running);
+    EXPECT_TRUE(running->unlogged());
+    ASSERT_TRUE((*whole)->close());
+  }
+  auto after = read_superblock(*a.media.faulty[2]);
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(after->unlogged());
+}
+
 TEST(MemberJournal, DefaultSize) {
   // 1/64 of a member within [16 MiB, 64 MiB], at least four worst-case partial stripes.
   EXPECT_EQ(default_member_journal_blocks(4, 512 * 1024, 1ull << 30) * kJournalBlockSize,
