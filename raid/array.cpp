@@ -348,21 +348,29 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   // Re-add: each returning member gets what it missed rebuilt from the others, where the
   // bitmap recorded writes (it is never cleared while a member is away).
   std::vector<unsigned> readded;
+  std::vector<unsigned> broken;  // returning members that failed their own writes
   for (const auto& r : returning) {
     Result<void> rebuilt;
     uint64_t stripes = 0;
+    bool own_fault = false;
     for (auto [begin, end] : intent->ranges_missed_since(r.events)) {
       auto [first, last] = (*volume)->stripes_of(begin, end);
-      rebuilt = (*volume)->rebuild_member(r.role, first, last - first + 1);
+      rebuilt = (*volume)->rebuild_member(r.role, first, last - first + 1, &own_fault);
       if (!rebuilt) break;
       stripes += last - first + 1;
     }
-    if (rebuilt) rebuilt = member_flush(*r.member);
-    if (rebuilt) rebuilt = intent->member_returned(*r.member);
-    if (rebuilt && stripe_log) rebuilt = stripe_log->member_returned(r.role);
+    // Everything from here on writes to the member itself.
+    if (rebuilt && !(rebuilt = member_flush(*r.member))) own_fault = true;
+    if (rebuilt && !(rebuilt = intent->member_returned(*r.member))) own_fault = true;
+    if (rebuilt && stripe_log && !(rebuilt = stripe_log->member_returned(r.role))) {
+      own_fault = true;
+    }
     if (!rebuilt) {
-      assembly->notes.push_back(
-          fmt::format("{}: re-adding it failed: {}", r.note, rebuilt.error().message));
+      // Its own I/O error: recorded failed, not retried at every mount.
+      if (own_fault) broken.push_back(r.role);
+      assembly->notes.push_back(fmt::format("{}: re-adding it failed{}: {}", r.note,
+                                            own_fault ? " (recorded failed)" : "",
+                                            rebuilt.error().message));
       continue;
     }
     readded.push_back(r.role);
@@ -405,6 +413,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   {
     std::lock_guard lock(array->mutex_);
     for (unsigned role : readded) array->master_.member_states[role] = MemberState::active;
+    for (unsigned role : broken) array->master_.member_states[role] = MemberState::faulty;
     array->rejoining_ = readded;  // their superblocks are written too, then they serve I/O
     for (unsigned role = 0; role < sb.member_count; ++role) {
       if (array->by_role_[role] == nullptr &&

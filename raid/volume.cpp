@@ -178,7 +178,8 @@ void Volume::restore_member(unsigned member) {
   if (members_[member] != nullptr) active_[member].store(true, std::memory_order_release);
 }
 
-Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t count) {
+Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t count,
+                                    bool* target_failed) {
   Member* target = members_.at(member);
   if (target == nullptr || active(member)) {
     return fail(EINVAL, "member {} is not held out for a rebuild", member);
@@ -209,6 +210,7 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
     if (done) {
       done =
           member_write(*target, data_offset_ + where[*mine].member_offset, {slots[*mine], chunk});
+      if (!done && target_failed != nullptr) *target_failed = true;
     }
     locks_.release(stripe);
     if (!done) {

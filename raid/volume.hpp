@@ -95,7 +95,9 @@ class Volume {
   // [first, first+count) from the other members, under each stripe's lock (blocking);
   // restore_member puts it back once everything it missed is rebuilt.
   void hold_out(unsigned member);
-  Result<void> rebuild_member(unsigned member, uint64_t first, uint64_t count);
+  // `target_failed`, if given, is set when the member itself refused a write.
+  Result<void> rebuild_member(unsigned member, uint64_t first, uint64_t count,
+                              bool* target_failed = nullptr);
   void restore_member(unsigned member);
 
   // Every write is announced to `intent` (the write-intent bitmap) before any of its data

@@ -331,7 +331,9 @@ TEST(MemberJournal, ACopyThatFailsIsTakenOut) {
 // A member holding a copy that was away while partial stripes were logged on the other
 // copy: when it is re-added (by the bitmap), its copy is made current too, so it could
 // serve the next replay alone.
-TEST(MemberJournal, AReAddedMemberGetsACurrentCopy) {
+class MemberJournalReAdd : public testing::TestWithParam<bool> {};
+
+TEST_P(MemberJournalReAdd, AReAddedMemberGetsACurrentCopy) {
   MemberJournalArray a;
   const std::vector<Member*> all = a.media.members();
   std::vector<Member*> present(all.begin() + 1, all.end());
@@ -345,23 +347,37 @@ TEST(MemberJournal, AReAddedMemberGetsACurrentCopy) {
     ASSERT_TRUE((*degraded)->close());
   }
   ASSERT_FALSE(a.copies_equal(0, 1));
-  // A copy that cannot be written fails the re-add: the member stays out.
-  a.media.faulty[0]->fail_range(
-      MemberOp::write,
-      {a.created.journal_offset, a.created.journal_offset + a.created.journal_size});
-  {
-    auto refused = Array::open(all, a.options());
-    ASSERT_TRUE(refused) << refused.error().message;
-    EXPECT_FALSE((*refused)->volume().active(0));
-    EXPECT_NE((*refused)->notes().back().find("re-adding it failed"), std::string::npos)
-        << (*refused)->notes().back();
+  if (GetParam()) {
+    // Its copy cannot be written: the re-add fails, the member is recorded failed (its own
+    // I/O error) and is not tried again at the next open.
+    a.media.faulty[0]->fail_range(
+        MemberOp::write,
+        {a.created.journal_offset, a.created.journal_offset + a.created.journal_size});
+    {
+      auto refused = Array::open(all, a.options());
+      ASSERT_TRUE(refused) << refused.error().message;
+      EXPECT_FALSE((*refused)->volume().active(0));
+      EXPECT_NE((*refused)->notes().back().find("re-adding it failed (recorded failed)"),
+                std::string::npos)
+          << (*refused)->notes().back();
+      EXPECT_EQ((*refused)->superblock().member_states[0], MemberState::faulty);
+    }
+    a.media.faulty[0]->heal();
+    auto again = Array::open(all, a.options());
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_FALSE((*again)->volume().active(0)) << "a failed member stays out";
+    return;
   }
-  a.media.faulty[0]->heal();
   auto back = Array::open(all, a.options());
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_TRUE((*back)->volume().active(0)) << "re-added";
   EXPECT_TRUE(a.copies_equal(0, 1));
 }
+
+INSTANTIATE_TEST_SUITE_P(, MemberJournalReAdd, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return info.param ? "CopyWriteFails" : "Succeeds";
+                         });
 
 // A run that does not log partial stripes (write_hole=open) says so in the superblocks:
 // after a crash during it the array is treated as having no log (refused degraded without
