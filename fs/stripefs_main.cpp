@@ -295,6 +295,7 @@ int run(Config& config, fuse_args& args, Launch& launch) {
         fuse_loop_config* loop = fuse_loop_cfg_create();
         fuse_loop_cfg_set_max_threads(loop, config.io_threads);
         fuse_loop_cfg_set_idle_threads(loop, config.io_threads);
+        fuse_loop_cfg_set_clone_fd(loop, 1);
         loop_status = fuse_session_loop_mt(session, loop);
         fuse_loop_cfg_destroy(loop);
       }
