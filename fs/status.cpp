@@ -15,11 +15,16 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
   nlohmann::json members = nlohmann::json::array();
   for (unsigned i = 0; i < volume.geometry().members(); ++i) {
     Member* m = volume.member(i);
+    // Out of service: faulty if recorded so, or failed while running (its record on the
+    // way); otherwise missing (not given, or kept out at assembly, perhaps after a re-add
+    // that failed through no fault of its own).
+    const bool recorded_faulty = sb.member_states[i] == MemberState::faulty ||
+                                 (m != nullptr && sb.member_states[i] == MemberState::active);
     members.push_back({{"role", i},
                        {"device", m != nullptr ? m->name() : ""},
-                       {"state", m == nullptr       ? "missing"
-                                 : volume.active(i) ? "active"
-                                                    : "faulty"}});
+                       {"state", volume.active(i)  ? "active"
+                                 : recorded_faulty ? "faulty"
+                                                   : "missing"}});
   }
   const ResyncProgress resync = array.resync_progress();
   const FsStatfs usage = fs.statfs();

@@ -86,10 +86,11 @@ void print_status(const json& s) {
   }
   const std::string level = a["level"].get<std::string>();
   if (level == "raid5" || level == "raid6") {
-    const std::string journal = a["write_hole_journal"].get<std::string>();
+    // value(): a daemon older than this stripefsctl does not report these.
+    const std::string journal = a.value("write_hole_journal", std::string("none"));
     std::printf("  write hole: %s\n",
                 journal == "none" ? "open (no write-hole journal; resync after a crash)"
-                : !a["write_hole_logging"].get<bool>()
+                : !a.value("write_hole_logging", true)
                     ? "open (write_hole=open: this mount does not use the journal)"
                 : journal == "members" ? "closed (journal mirrored on the first members)"
                                        : "closed (journal device)");

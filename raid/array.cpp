@@ -241,18 +241,26 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   };
   for (const Found* f : failed) keep_out(f);
   for (const Found* f : stale) keep_out(f);
-  for (const auto& r : out.returning) {
-    // It ran without the freshest member, which ran on without it: split brain, however
-    // far apart their events are. Re-adding it would mix the two histories.
+  // A member whose last run shared no current member with it (each ran without the other:
+  // a split brain) may hold writes the others never saw: re-adding it would silently drop
+  // them. Kept out, as mdadm ignores such a member; assembling it alone keeps its data.
+  // (If its last run had a current member, that member carried its writes on: a linear
+  // history, however it recorded the others.)
+  std::erase_if(out.returning, [&](const Assembly::Returning& r) {
     const Found& f = *std::find_if(found.begin(), found.end(),
                                    [&](const Found& x) { return x.member == r.member; });
-    if (f.sb.member_states[master.role] != MemberState::active) {
-      return fail(EUCLEAN,
-                  "members {} and {} were each run without the other (events {} and {}); "
-                  "assemble only the one whose data to keep",
-                  freshest.member->name(), r.member->name(), master.events, f.sb.events);
+    for (unsigned role = 0; role < master.member_count; ++role) {
+      if (role != r.role && out.by_role[role] != nullptr &&
+          f.sb.member_states[role] == MemberState::active) {
+        return false;
+      }
     }
-  }
+    notes.push_back(fmt::format(
+        "member {} (role {}) ran without member {} (events {} and {}); kept out, not re-added "
+        "(assemble it alone to keep its data)",
+        r.member->name(), r.role, freshest.member->name(), f.sb.events, master.events));
+    return true;
+  });
   std::vector<unsigned> missing;
   for (unsigned role = 0; role < master.member_count; ++role) {
     if (out.by_role[role] == nullptr) missing.push_back(role);
@@ -362,9 +370,8 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
     // Everything from here on writes to the member itself.
     if (rebuilt && !(rebuilt = member_flush(*r.member))) own_fault = true;
     if (rebuilt && !(rebuilt = intent->member_returned(*r.member))) own_fault = true;
-    if (rebuilt && stripe_log && !(rebuilt = stripe_log->member_returned(r.role))) {
-      own_fault = true;
-    }
+    // (A failed journal copy may be the source's fault: not held against the member.)
+    if (rebuilt && stripe_log) rebuilt = stripe_log->member_returned(r.role);
     if (!rebuilt) {
       // Its own I/O error: recorded failed, not retried at every mount.
       if (own_fault) broken.push_back(r.role);
@@ -531,21 +538,26 @@ Superblock Array::superblock() const {
 Result<void> Array::write_superblocks() {
   master_.updated = now();
   if (intent_) intent_->set_events(master_.events);
-  // A re-added member first: if it cannot take the record it stays out (faulty), and the
-  // others record that instead of its return.
-  for (auto it = rejoining_.begin(); it != rejoining_.end();) {
-    Superblock mine = master_;
-    mine.role = static_cast<uint16_t>(*it);
-    mine.member_uuid = member_uuids_[*it];
-    if (auto w = write_superblock(*by_role_[*it], mine); !w) {
-      raid_log().error("re-adding role {}: {}", *it, w.error().message);
-      master_.member_states[*it] = MemberState::faulty;
-      notes_.push_back(fmt::format("member {} (role {}) could not take its superblock; kept out",
-                                   by_role_[*it]->name(), *it));
-      it = rejoining_.erase(it);
-      continue;
+  // Re-added members first: one that cannot take the record stays out (faulty), and the
+  // others record that instead of its return; the re-added ones written before it are
+  // written again, so no superblock says it is back.
+  for (bool again = true; again;) {
+    again = false;
+    for (auto it = rejoining_.begin(); it != rejoining_.end();) {
+      Superblock mine = master_;
+      mine.role = static_cast<uint16_t>(*it);
+      mine.member_uuid = member_uuids_[*it];
+      if (auto w = write_superblock(*by_role_[*it], mine); !w) {
+        raid_log().error("re-adding role {}: {}", *it, w.error().message);
+        master_.member_states[*it] = MemberState::faulty;
+        notes_.push_back(fmt::format("member {} (role {}) could not take its superblock; kept out",
+                                     by_role_[*it]->name(), *it));
+        it = rejoining_.erase(it);
+        again = !rejoining_.empty();  // the others, with its failure recorded
+        continue;
+      }
+      ++it;
     }
-    ++it;
   }
   std::optional<Error> last;
   unsigned written = 0;

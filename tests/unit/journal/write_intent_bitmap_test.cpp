@@ -418,8 +418,9 @@ TEST(WriteIntentBitmap, AMemberOlderThanTheLastClearingIsRebuiltWhole) {
 }
 
 // Two mirrors each run alone: the one behind is no returning member but the other half of
-// a split brain, however far apart their events are. Re-adding it would mix two histories.
-TEST(WriteIntentBitmap, SplitBrainIsRefusedNotReAdded) {
+// a split brain, however far apart their events are. Re-adding it would drop its writes
+// silently: it is kept out, with a note.
+TEST(WriteIntentBitmap, SplitBrainIsKeptOutNotReAdded) {
   test::MemoryArray media(2, kMemberSize);
   ArrayOptions create;
   create.level = RaidLevel::raid1;
@@ -438,10 +439,33 @@ TEST(WriteIntentBitmap, SplitBrainIsRefusedNotReAdded) {
     ASSERT_TRUE((*alone)->volume().write(0, test::random_buffer(8192, 3).span()));
   }
   auto both = Array::open(media.members(), options);
-  ASSERT_FALSE(both);
-  EXPECT_EQ(both.error().code, EUCLEAN);
-  EXPECT_NE(both.error().message.find("each run without the other"), std::string::npos)
-      << both.error().message;
+  ASSERT_TRUE(both) << both.error().message;
+  EXPECT_FALSE((*both)->volume().active(1)) << "kept out, not rebuilt over";
+  ASSERT_FALSE((*both)->notes().empty());
+  EXPECT_NE((*both)->notes().back().find("ran without member"), std::string::npos)
+      << (*both)->notes().back();
+}
+
+// A linear history is no split brain: role 0 away (run 1), then role 1 away while role 0
+// comes back (run 2). Role 1's superblock still says role 0 is missing, yet it ran with
+// role 2, which ran on: it is re-added, whatever order the members are given in.
+TEST(WriteIntentBitmap, AMemberAwayAfterAnotherReturnedIsReAdded) {
+  test::MemoryArray media(3, kMemberSize);
+  ArrayOptions create;
+  create.level = RaidLevel::raid1;
+  create.chunk_size = 64 * 1024;
+  add_bitmap(create, kRegion, milliseconds(0));
+  ASSERT_TRUE(create_array(media.members(), create));
+  OpenOptions options;
+  use_bitmap(options, milliseconds(0));
+  Member* m0 = media.faulty[0].get();
+  Member* m1 = media.faulty[1].get();
+  Member* m2 = media.faulty[2].get();
+  ASSERT_TRUE(Array::open(std::vector<Member*>{m1, m2}, options));
+  ASSERT_TRUE(Array::open(std::vector<Member*>{m0, m2}, options));
+  auto all = Array::open(std::vector<Member*>{m0, m1, m2}, options);
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_TRUE((*all)->volume().active(1));
 }
 
 // A returning member that cannot take its superblock stays out, recorded faulty; the
@@ -469,6 +493,35 @@ TEST(WriteIntentBitmap, AReAddWhoseSuperblockWriteFailsLeavesTheMemberOut) {
   auto peer = read_superblock(*media.faulty[0]);
   ASSERT_TRUE(peer);
   EXPECT_EQ(peer->member_states[1], MemberState::faulty);
+}
+
+// A returning member that refuses the rebuild's writes is recorded failed: the next mount
+// does not try it again.
+TEST(WriteIntentBitmap, AReturningMemberThatFailsItsRebuildIsRecordedFailed) {
+  test::MemoryArray media(4, kMemberSize);
+  const OpenOptions options = bitmap_array(media);
+  std::vector<Member*> without = media.members();
+  without.erase(without.begin() + 2);
+  {
+    auto degraded = Array::open(without, options);
+    ASSERT_TRUE(degraded) << degraded.error().message;
+    ASSERT_TRUE((*degraded)->volume().write(0, test::random_buffer(256 * 1024, 6).span()));
+  }
+  const uint64_t data_offset = read_superblock(*media.faulty[0])->data_offset;
+  media.faulty[2]->fail_range(MemberOp::write, {data_offset, kMemberSize});
+  {
+    auto back = Array::open(media.members(), options);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_FALSE((*back)->volume().active(2));
+    EXPECT_NE((*back)->notes().back().find("re-adding it failed (recorded failed)"),
+              std::string::npos)
+        << (*back)->notes().back();
+    EXPECT_EQ((*back)->superblock().member_states[2], MemberState::faulty);
+  }
+  media.faulty[2]->heal();
+  auto again = Array::open(media.members(), options);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_FALSE((*again)->volume().active(2)) << "recorded failed: not tried again";
 }
 
 // A member that failed (an I/O error, recorded faulty) is not re-added: it may be broken.
