@@ -292,9 +292,11 @@ TEST(WriteIntentBitmap, RefusesABitmapThatDoesNotFitBeforeTheData) {
   }
 }
 
-// A RAID5 with a bitmap on `media`; the options that open it with its bitmap.
-OpenOptions bitmap_array(test::MemoryArray& media) {
+// An array (RAID5 unless said) with a bitmap on `media`; the options that open it with its
+// bitmap.
+OpenOptions bitmap_array(test::MemoryArray& media, RaidLevel level = RaidLevel::raid5) {
   ArrayOptions create;
+  create.level = level;
   create.chunk_size = 64 * 1024;
   add_bitmap(create, kRegion, milliseconds(0));
   auto created = create_array(media.members(), create);
@@ -422,13 +424,7 @@ TEST(WriteIntentBitmap, AMemberOlderThanTheLastClearingIsRebuiltWhole) {
 // silently: it is kept out, with a note.
 TEST(WriteIntentBitmap, SplitBrainIsKeptOutNotReAdded) {
   test::MemoryArray media(2, kMemberSize);
-  ArrayOptions create;
-  create.level = RaidLevel::raid1;
-  create.chunk_size = 64 * 1024;
-  add_bitmap(create, kRegion, milliseconds(0));
-  ASSERT_TRUE(create_array(media.members(), create));
-  OpenOptions options;
-  use_bitmap(options, milliseconds(0));
+  const OpenOptions options = bitmap_array(media, RaidLevel::raid1);
   for (int run = 0; run < 3; ++run) {  // member 0 alone, three times: far ahead
     auto alone = Array::open(std::vector<Member*>{media.faulty[0].get()}, options);
     ASSERT_TRUE(alone) << alone.error().message;
@@ -448,16 +444,10 @@ TEST(WriteIntentBitmap, SplitBrainIsKeptOutNotReAdded) {
 
 // A linear history is no split brain: role 0 away (run 1), then role 1 away while role 0
 // comes back (run 2). Role 1's superblock still says role 0 is missing, yet it ran with
-// role 2, which ran on: it is re-added, whatever order the members are given in.
+// role 2, which ran on: it is re-added.
 TEST(WriteIntentBitmap, AMemberAwayAfterAnotherReturnedIsReAdded) {
   test::MemoryArray media(3, kMemberSize);
-  ArrayOptions create;
-  create.level = RaidLevel::raid1;
-  create.chunk_size = 64 * 1024;
-  add_bitmap(create, kRegion, milliseconds(0));
-  ASSERT_TRUE(create_array(media.members(), create));
-  OpenOptions options;
-  use_bitmap(options, milliseconds(0));
+  const OpenOptions options = bitmap_array(media, RaidLevel::raid1);
   Member* m0 = media.faulty[0].get();
   Member* m1 = media.faulty[1].get();
   Member* m2 = media.faulty[2].get();
