@@ -458,18 +458,22 @@ TEST(WriteIntentBitmap, AMemberAwayAfterAnotherReturnedIsReAdded) {
   EXPECT_TRUE((*all)->volume().active(1));
 }
 
+// A run of the array without member `away`, writing `bytes` at the start: it misses them.
+void run_without(test::MemoryArray& media, const OpenOptions& options, unsigned away,
+                 size_t bytes) {
+  std::vector<Member*> without = media.members();
+  without.erase(without.begin() + away);
+  auto degraded = Array::open(without, options);
+  ASSERT_TRUE(degraded) << degraded.error().message;
+  ASSERT_TRUE((*degraded)->volume().write(0, test::random_buffer(bytes, away).span()));
+}
+
 // A returning member that cannot take its superblock stays out, recorded faulty; the
 // array starts without it.
 TEST(WriteIntentBitmap, AReAddWhoseSuperblockWriteFailsLeavesTheMemberOut) {
   test::MemoryArray media(4, kMemberSize);
   const OpenOptions options = bitmap_array(media);
-  std::vector<Member*> without = media.members();
-  without.erase(without.begin() + 1);
-  {
-    auto degraded = Array::open(without, options);
-    ASSERT_TRUE(degraded) << degraded.error().message;
-    ASSERT_TRUE((*degraded)->volume().write(0, test::random_buffer(8192, 4).span()));
-  }
+  ASSERT_NO_FATAL_FAILURE(run_without(media, options, 1, 8192));
   media.faulty[1]->fail_range(MemberOp::write,
                               {kSuperblockOffset, kSuperblockOffset + kSuperblockSize});
   auto back = Array::open(media.members(), options);
@@ -490,13 +494,7 @@ TEST(WriteIntentBitmap, AReAddWhoseSuperblockWriteFailsLeavesTheMemberOut) {
 TEST(WriteIntentBitmap, AReturningMemberThatFailsItsRebuildIsRecordedFailed) {
   test::MemoryArray media(4, kMemberSize);
   const OpenOptions options = bitmap_array(media);
-  std::vector<Member*> without = media.members();
-  without.erase(without.begin() + 2);
-  {
-    auto degraded = Array::open(without, options);
-    ASSERT_TRUE(degraded) << degraded.error().message;
-    ASSERT_TRUE((*degraded)->volume().write(0, test::random_buffer(256 * 1024, 6).span()));
-  }
+  ASSERT_NO_FATAL_FAILURE(run_without(media, options, 2, 256 * 1024));
   const uint64_t data_offset = read_superblock(*media.faulty[0])->data_offset;
   media.faulty[2]->fail_range(MemberOp::write, {data_offset, kMemberSize});
   {
