@@ -84,9 +84,7 @@ Result<std::unique_ptr<StripeLog>> open_on(Member& device, uint64_t offset, cons
 
 Result<std::unique_ptr<MirroredArea>> open_member_journal_area(Volume& volume, const Superblock& sb,
                                                                bool force) {
-  auto live = [&volume](unsigned role) {
-    return volume.member(role) != nullptr && volume.active(role);
-  };
+  auto live = [&volume](unsigned role) { return volume.active(role); };  // false if absent
   auto area = std::make_unique<MirroredArea>(
       member_copies(sb, [&volume](unsigned role) { return volume.member(role); }),
       sb.journal_offset, sb.journal_size, live,

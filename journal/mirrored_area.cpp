@@ -1,7 +1,6 @@
 #include "mirrored_area.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -78,8 +77,8 @@ void MirroredArea::submit(MemberRequest request) {
     return;
   }
   struct Fanout {
-    std::atomic<unsigned> left{0};
-    std::mutex mutex;
+    std::mutex mutex;  // guards all below
+    unsigned left = 0;
     unsigned succeeded = 0;
     int error = 0;
     int64_t result = 0;
@@ -107,25 +106,30 @@ void MirroredArea::submit(MemberRequest request) {
                  at = offset_ + request.offset](int64_t result) {
       const bool ok =
           result >= 0 && (op == MemberOp::flush || static_cast<uint64_t>(result) == expected);
+      const int error = ok ? 0 : result < 0 ? static_cast<int>(-result) : EIO;
       if (!ok) {
-        const int error = result < 0 ? static_cast<int>(-result) : EIO;
         if (failed_) {
           failed_(c.role, Error{error, fmt::format("{}: {} at byte {} failed: {}", c.member->name(),
                                                    op == MemberOp::write ? "write" : "flush", at,
                                                    std::strerror(error))});
         }
-        std::lock_guard lock(fan->mutex);
-        if (fan->error == 0) fan->error = error;
-      } else {
-        std::lock_guard lock(fan->mutex);
-        ++fan->succeeded;
-        fan->result = result;
       }
-      if (fan->left.fetch_sub(1) != 1) return;
-      // The last copy to answer answers for all: success if one copy holds it (the failed
-      // ones are out of service now), unless nobody may fail (creation).
-      const bool done_ok = failed_ ? fan->succeeded > 0 : fan->error == 0;
-      fan->done(done_ok ? fan->result : -(fan->error != 0 ? fan->error : EIO));
+      int64_t answer;
+      {
+        std::lock_guard lock(fan->mutex);
+        if (!ok) {
+          if (fan->error == 0) fan->error = error;
+        } else {
+          ++fan->succeeded;
+          fan->result = result;
+        }
+        if (--fan->left != 0) return;
+        // The last copy to answer answers for all: success if one copy holds it (the
+        // failed ones are out of service now), unless nobody may fail (creation).
+        const bool done_ok = failed_ ? fan->succeeded > 0 : fan->error == 0;
+        answer = done_ok ? fan->result : -fan->error;
+      }
+      fan->done(answer);
     };
     c.member->submit(std::move(mine));
   }

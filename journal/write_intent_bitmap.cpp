@@ -207,8 +207,7 @@ Result<void> WriteIntentBitmap::member_returned(Member& member) {
     std::lock_guard lock(mutex_);
     std::memcpy(copy.data(), image_.data(), area_size_);
   }
-  if (auto w = member_write(member, area_offset_, copy.span(), /*fua=*/true); !w) return w;
-  return {};
+  return member_write(member, area_offset_, copy.span(), /*fua=*/true);
 }
 
 void WriteIntentBitmap::resynced(uint64_t begin, uint64_t end) {
