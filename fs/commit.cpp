@@ -221,6 +221,7 @@ Result<void> Filesystem::checkpoint() {
   // Blocks freed up to `transaction` may be reused once reads that started before now,
   // which may still use the old mappings, are done.
   releases_.emplace_back(epoch_++, transaction);
+  releases_waiting_.store(true);
   release_checkpointed();
   return {};
 }

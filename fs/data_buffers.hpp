@@ -11,11 +11,18 @@ namespace stripefs::fs {
 
 class DataBuffers : public std::enable_shared_from_this<DataBuffers> {
  public:
-  // Keeps at most `limit` bytes of idle buffers.
+  // Keeps at most `limit` bytes of idle buffers, plus up to kThreadCacheBytes of small ones
+  // per thread that has returned some.
   static std::shared_ptr<DataBuffers> create(size_t limit);
   // A buffer of at least `size` bytes (exactly `size` visible through span()); it goes back
   // to the pool when the last reference goes. Its contents are undefined.
   std::shared_ptr<AlignedBuffer> get(size_t size);
+
+  // Small buffers (below 64 KiB: a 4 KiB read takes one per request) are first returned to
+  // a cache of the thread that drops them, and taken from the asking thread's cache: a read
+  // answered on the thread that asked reuses its buffer without touching the shared lock,
+  // which eight FUSE workers would otherwise fight over twice per read.
+  static constexpr size_t kThreadCacheBytes = 256 * 1024;
 
  private:
   explicit DataBuffers(size_t limit) : limit_(limit) {}

@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "inode.hpp"
 
@@ -154,8 +156,22 @@ void Filesystem::for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f
 // metadata reserve. Space freed by unlinks waits for a checkpoint: force one when short.
 Result<void> Filesystem::ensure_space(uint64_t blocks, Lock& lock) {
   if (blocks == 0) return {};  // overwrites of blocks the file owns need nothing
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   for (int attempt = 0;; ++attempt) {
     if (blocks_->free_count() >= blocks + delalloc_reserved_ + metadata_reserve_) return {};
+    if (attempt > 0 && !releases_.empty()) {
+      // Checkpointed frees still held back by reads that began before the checkpoint:
+      // those take microseconds, so wait for them (a second at most) rather than fail.
+      const auto now = std::chrono::steady_clock::now();
+      if (!deadline) deadline = now + std::chrono::seconds(1);
+      if (now < *deadline) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        lock.lock();
+        release_checkpointed();
+        continue;
+      }
+    }
     if (attempt > 0 || blocks_->deferred_count() == 0) {
       return fail(ENOSPC, "no space left on the filesystem");
     }
@@ -314,42 +330,48 @@ Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
   return std::move(*result);
 }
 
+// Used once the FUSE loop has ended: what is left are replies on their way out.
 void Filesystem::wait_reads() {
-  std::unique_lock reads(reads_mutex_);
-  reads_cv_.wait(reads, [&] { return active_reads_.empty(); });
+  auto in_flight = [&] {
+    for (const auto& count : reads_in_flight_) {
+      if (count.load() != 0) return true;
+    }
+    return false;
+  };
+  while (in_flight()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 uint64_t Filesystem::start_read_locked() {
-  std::lock_guard reads(reads_mutex_);
-  ++active_reads_[epoch_];
+  reads_in_flight_[epoch_ % kReadEpochSlots].fetch_add(1);
   return epoch_;
 }
 
 // Runs on the volume's completion, perhaps while another thread holds mutex_ and waits for
 // I/O this very thread must complete: so mutex_ is only tried, never waited for. Frees this
-// read held back are released then, or by the next checkpoint.
+// read held back are released then, or by the next checkpoint. (Both sides use sequential
+// consistency: either checkpoint() sees this read gone, or this read sees its release.)
 void Filesystem::finish_read(uint64_t epoch) {
-  {
-    std::lock_guard reads(reads_mutex_);
-    if (auto it = active_reads_.find(epoch); it != active_reads_.end() && --it->second == 0) {
-      active_reads_.erase(it);
-    }
-    if (active_reads_.empty()) reads_cv_.notify_all();
-  }
-  if (mutex_.try_lock()) {
+  reads_in_flight_[epoch % kReadEpochSlots].fetch_sub(1);
+  if (releases_waiting_.load() && mutex_.try_lock()) {
     release_checkpointed();
     mutex_.unlock();
   }
 }
 
-// Frees covered by a checkpoint become reusable once no read older than it is in flight.
+// With mutex_: frees covered by a checkpoint become reusable once no read older than it is
+// in flight. Reads in flight are of epochs oldest_read_epoch_ .. epoch_.
 void Filesystem::release_checkpointed() {
-  std::lock_guard reads(reads_mutex_);
-  while (!releases_.empty() &&
-         (active_reads_.empty() || active_reads_.begin()->first > releases_.front().first)) {
+  while (!releases_.empty()) {
+    const uint64_t release_epoch = releases_.front().first;
+    const uint64_t span = release_epoch + 1 - oldest_read_epoch_;
+    for (uint64_t i = 0; i < std::min<uint64_t>(span, kReadEpochSlots); ++i) {
+      if (reads_in_flight_[(oldest_read_epoch_ + i) % kReadEpochSlots].load() != 0) return;
+    }
     blocks_->checkpointed(releases_.front().second);
     inodes_->checkpointed(releases_.front().second);
     releases_.pop_front();
+    oldest_read_epoch_ = release_epoch + 1;
+    releases_waiting_.store(!releases_.empty());
   }
 }
 

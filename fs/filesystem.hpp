@@ -15,6 +15,8 @@
 #pragma once
 #include <sys/stat.h>
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -296,10 +298,14 @@ class Filesystem {
   uint64_t cached_bytes_ = 0;  // bytes of file data in cache maps (dirty and in flight)
   // Frees become reusable once a checkpoint covers them and every read that might still use
   // an older mapping (one that started before that checkpoint) is done.
-  uint64_t epoch_ = 0;                                  // checkpoints so far
-  std::mutex reads_mutex_;                              // guards active_reads_; taken after mutex_
-  std::condition_variable reads_cv_;                    // with reads_mutex_: no read in flight
-  std::map<uint64_t, uint64_t> active_reads_;           // epoch -> reads in flight
+  // Reads are counted in atomics, not under a lock of their own: eight FUSE workers taking
+  // one twice per 4 KiB read made a tenth of them sleep on it. A read of epoch e counts in
+  // slot e % kReadEpochSlots; a slot shared by two epochs only delays a release.
+  static constexpr size_t kReadEpochSlots = 64;
+  uint64_t epoch_ = 0;  // checkpoints so far; changed under mutex_
+  std::array<std::atomic<uint64_t>, kReadEpochSlots> reads_in_flight_{};
+  uint64_t oldest_read_epoch_ = 0;  // under mutex_: no read of an older epoch is in flight
+  std::atomic<bool> releases_waiting_{false};           // releases_ is not empty
   std::deque<std::pair<uint64_t, uint64_t>> releases_;  // (epoch, transaction) waiting
   uint64_t next_job_ = 1;
   uint64_t delalloc_reserved_ = 0;  // blocks promised to dirty data not yet allocated

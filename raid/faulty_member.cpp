@@ -106,10 +106,35 @@ size_t FaultyMember::power_cut(double survive, uint64_t seed) {
   return lost;
 }
 
+void FaultyMember::hold_reads(ByteRange range) {
+  std::lock_guard lock(mutex_);
+  hold_range_ = range;
+}
+
+void FaultyMember::release_reads() {
+  std::vector<MemberRequest> held;
+  {
+    std::lock_guard lock(mutex_);
+    hold_range_.reset();
+    held.swap(held_reads_);
+  }
+  for (MemberRequest& request : held) submit(std::move(request));
+}
+
+size_t FaultyMember::held_reads() const {
+  std::lock_guard lock(mutex_);
+  return held_reads_.size();
+}
+
 void FaultyMember::submit(MemberRequest request) {
   std::chrono::microseconds latency;
   {
     std::lock_guard lock(mutex_);
+    if (hold_range_ && request.op == MemberOp::read &&
+        hold_range_->overlaps(request.offset, request.length())) {
+      held_reads_.push_back(std::move(request));
+      return;
+    }
     latency = latency_;
   }
   if (latency.count() == 0) {

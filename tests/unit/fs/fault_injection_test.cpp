@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "data_buffers.hpp"
@@ -339,6 +340,115 @@ TEST(DataBuffers, CapacityIsCloseToTheRequest) {
   }
   EXPECT_NE(pool->get(8192)->data(), small);
   EXPECT_EQ(pool->get(100)->data(), small);
+}
+
+// Small buffers go back to the cache of the thread that drops them, and are reused by that
+// thread first; past the cache's bound they go to the shared pool, where any thread finds them.
+TEST(DataBuffers, SmallBuffersAreCachedPerThreadThenShared) {
+  auto pool = fs::DataBuffers::create(64 << 20);
+  auto on_thread = [](auto f) { std::thread(f).join(); };
+  std::shared_ptr<AlignedBuffer> from_main = pool->get(4096);
+  std::byte* const moved = from_main->data();
+  std::byte* reused_on_dropper = nullptr;
+  on_thread([&] {
+    from_main.reset();  // dropped here: this thread's cache
+    reused_on_dropper = pool->get(4096)->data();
+  });
+  EXPECT_EQ(reused_on_dropper, moved);
+
+  const size_t per_thread = fs::DataBuffers::kThreadCacheBytes / 4096;
+  std::set<std::byte*> dropped;
+  std::promise<void> dropped_all, done;
+  // The dropping thread stays alive, so that what its cache holds is not freed (and its
+  // addresses not handed out again) while the other thread asks.
+  std::thread dropper([&, finished = done.get_future()] {
+    {
+      std::vector<std::shared_ptr<AlignedBuffer>> held;
+      for (size_t i = 0; i < per_thread + 2; ++i) {
+        held.push_back(pool->get(4096));
+        dropped.insert(held.back()->data());
+      }
+    }  // per_thread of them stay in this thread's cache, 2 go to the pool
+    dropped_all.set_value();
+    finished.wait();
+  });
+  dropped_all.get_future().wait();
+  std::vector<std::byte*> got;
+  on_thread([&] {
+    std::vector<std::shared_ptr<AlignedBuffer>> held;
+    for (int i = 0; i < 3; ++i) {
+      held.push_back(pool->get(4096));
+      got.push_back(held.back()->data());
+    }
+  });
+  EXPECT_TRUE(dropped.count(got[0]) && dropped.count(got[1])) << "the overflow was not pooled";
+  EXPECT_FALSE(dropped.count(got[2])) << "more came back than overflowed the thread cache";
+  done.set_value();
+  dropper.join();
+}
+
+}  // namespace
+}  // namespace stripefs::test
+
+namespace stripefs::test {
+namespace {
+
+// Blocks freed under a read still in flight stay unused until that read is done, even once
+// a checkpoint covers the free: the read would otherwise return another file's data. A
+// writer that needs them waits for the read (a second at most) rather than failing.
+TEST(FsFaultInjection, FreesWaitForReadsInFlight) {
+  MemoryFs t(8ull << 20);
+  const uint64_t free_blocks = t.fs->statfs().blocks_free;
+  const size_t size = (free_blocks - 256) * 4096;  // all but a MiB
+  const auto old_data = pattern(size, 41);
+  uint64_t a = t.create(kRootInode, "a");
+  ASSERT_TRUE(t.write(a, 0, old_data).has_value());
+  t.remount();  // nothing of "a" left in the cache: reads go to the members
+  auto found = t.fs->lookup(kRootInode, "a");
+  ASSERT_TRUE(found.has_value());
+  a = found->ino;
+
+  // Find where the first block lives (one member read), then hold reads there.
+  for (auto& f : t.array.faulty) f->set_logging(true);
+  EXPECT_EQ(t.read(a, 0, 4096), std::vector<std::byte>(old_data.begin(), old_data.begin() + 4096));
+  FaultyMember* holder = nullptr;
+  uint64_t at = 0;
+  for (auto& f : t.array.faulty) {
+    f->set_logging(false);
+    for (const LoggedIo& io : f->take_log()) {
+      if (io.op == MemberOp::read && io.length == 4096) holder = f.get(), at = io.offset;
+    }
+  }
+  ASSERT_NE(holder, nullptr);
+  holder->hold_reads({at, at + 4096});
+  std::promise<Result<fs::ReadReply>> replied;
+  t.fs->read(a, 0, 4096, [&](Result<fs::ReadReply> r) { replied.set_value(std::move(r)); });
+  ASSERT_EQ(holder->held_reads(), 1u);
+
+  ASSERT_TRUE(t.fs->unlink(kRootInode, "a").has_value());
+  ASSERT_TRUE(t.fs->sync().has_value());
+  const uint64_t b = t.create(kRootInode, "b");
+  const auto new_data = pattern(size, 42);
+  auto w = t.write(b, 0, new_data);  // needs the blocks the held read still uses
+  ASSERT_FALSE(w.has_value()) << "blocks under a read in flight were handed out again";
+  EXPECT_EQ(w.error().code, ENOSPC);
+
+  // Released while the writer waits: the write then gets the space.
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    holder->release_reads();
+  });
+  w = t.write(b, 0, new_data);
+  release.join();
+  EXPECT_TRUE(w.has_value()) << w.error().message;
+  auto r = replied.get_future().get();
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_EQ(r->fragments.size(), 1u);
+  EXPECT_TRUE(std::equal(r->fragments[0].begin(), r->fragments[0].end(), old_data.begin()))
+      << "the read in flight returned data written after it";
+  ASSERT_TRUE(t.fs->sync().has_value());
+  EXPECT_EQ(t.read(b, size - 4096, 4096),
+            std::vector<std::byte>(new_data.end() - 4096, new_data.end()));
 }
 
 }  // namespace
