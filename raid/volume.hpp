@@ -152,6 +152,7 @@ class Volume {
   void stripe_done(std::shared_ptr<WriteJob> job, Result<void> result);
 
   // Read path.
+  bool read_one(const VolumePiece& segment, Callback& done);
   void read_segments(std::shared_ptr<ReadJob> job, std::vector<VolumePiece> segments);
   void read_degraded(std::shared_ptr<ReadJob> job, VolumePiece segment);
   void read_part_done(std::shared_ptr<ReadJob> job, Result<void> result);
