@@ -220,7 +220,12 @@ Result<void> Filesystem::checkpoint() {
   Lock lock(mutex_);
   // Blocks freed up to `transaction` may be reused once reads that started before now,
   // which may still use the old mappings, are done.
-  releases_.emplace_back(epoch_++, transaction);
+  // At most kReadEpochSlots epochs may have reads in flight, so that no two share a slot:
+  // with one read slow across that many checkpoints, the release waits for the reads of
+  // the current epoch too (no new epoch is opened) rather than for an aliased slot that
+  // steady reads would never let reach zero.
+  releases_.emplace_back(epoch_, transaction);
+  if (epoch_ + 1 - oldest_read_epoch_ < kReadEpochSlots) ++epoch_;
   releases_waiting_.store(true);
   release_checkpointed();
   return {};

@@ -21,7 +21,8 @@ class DataBuffers : public std::enable_shared_from_this<DataBuffers> {
   // Small buffers (below 64 KiB: a 4 KiB read takes one per request) are first returned to
   // a cache of the thread that drops them, and taken from the asking thread's cache: a read
   // answered on the thread that asked reuses its buffer without touching the shared lock,
-  // which eight FUSE workers would otherwise fight over twice per read.
+  // which eight FUSE workers would otherwise fight over twice per read. (Inline members:
+  // with io_uring members the ring thread drops the buffers, so workers use the pool.)
   static constexpr size_t kThreadCacheBytes = 256 * 1024;
 
  private:

@@ -338,10 +338,13 @@ void Filesystem::wait_reads() {
     }
     return false;
   };
-  while (in_flight()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (in_flight() || reads_finishing_.load() != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 uint64_t Filesystem::start_read_locked() {
+  reads_finishing_.fetch_add(1);
   reads_in_flight_[epoch_ % kReadEpochSlots].fetch_add(1);
   return epoch_;
 }
@@ -356,10 +359,12 @@ void Filesystem::finish_read(uint64_t epoch) {
     release_checkpointed();
     mutex_.unlock();
   }
+  reads_finishing_.fetch_sub(1);  // the last touch: wait_reads() may free this next
 }
 
 // With mutex_: frees covered by a checkpoint become reusable once no read older than it is
-// in flight. Reads in flight are of epochs oldest_read_epoch_ .. epoch_.
+// in flight. Reads in flight are of epochs oldest_read_epoch_ .. epoch_, at most
+// kReadEpochSlots of them (checkpoint() keeps it so), each in its own slot.
 void Filesystem::release_checkpointed() {
   while (!releases_.empty()) {
     const uint64_t release_epoch = releases_.front().first;
@@ -370,7 +375,7 @@ void Filesystem::release_checkpointed() {
     blocks_->checkpointed(releases_.front().second);
     inodes_->checkpointed(releases_.front().second);
     releases_.pop_front();
-    oldest_read_epoch_ = release_epoch + 1;
+    oldest_read_epoch_ = std::min(release_epoch + 1, epoch_);  // epoch_ may still get reads
     releases_waiting_.store(!releases_.empty());
   }
 }

@@ -306,6 +306,7 @@ class Filesystem {
   std::array<std::atomic<uint64_t>, kReadEpochSlots> reads_in_flight_{};
   uint64_t oldest_read_epoch_ = 0;  // under mutex_: no read of an older epoch is in flight
   std::atomic<bool> releases_waiting_{false};           // releases_ is not empty
+  std::atomic<uint64_t> reads_finishing_{0};            // reads not yet out of finish_read()
   std::deque<std::pair<uint64_t, uint64_t>> releases_;  // (epoch, transaction) waiting
   uint64_t next_job_ = 1;
   uint64_t delalloc_reserved_ = 0;  // blocks promised to dirty data not yet allocated
