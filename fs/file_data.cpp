@@ -721,10 +721,12 @@ Result<std::shared_ptr<AlignedBuffer>> Filesystem::zero_range_in_cache(Inode& in
                                                                        uint64_t offset,
                                                                        uint64_t end, Lock& lock) {
   const uint64_t begin = align_down(offset), stop = align_up(end);
+  // Reserved first, as write() does: reserve_delalloc may drop the lock, and a write landing
+  // meanwhile must not be overwritten by edges read before it.
+  if (auto r = reserve_delalloc(inode, begin, stop, lock); !r) return fail(r.error());
   auto buffer = buffers_->get(stop - begin);
   if (auto r = fill_from_volume(inode, begin, buffer->span(), lock); !r) return fail(r.error());
   std::memset(buffer->data() + (offset - begin), 0, end - offset);
-  if (auto r = reserve_delalloc(inode, begin, stop, lock); !r) return fail(r.error());
   insert_range(inode, begin, stop - begin, buffer, 0);
   return buffer;
 }

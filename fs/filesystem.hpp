@@ -300,7 +300,8 @@ class Filesystem {
   // an older mapping (one that started before that checkpoint) is done.
   // Reads are counted in atomics, not under a lock of their own: eight FUSE workers taking
   // one twice per 4 KiB read made a tenth of them sleep on it. A read of epoch e counts in
-  // slot e % kReadEpochSlots; a slot shared by two epochs only delays a release.
+  // slot e % kReadEpochSlots; checkpoint() keeps at most that many epochs with reads in
+  // flight, so no two share a slot.
   static constexpr size_t kReadEpochSlots = 64;
   uint64_t epoch_ = 0;  // checkpoints so far; changed under mutex_
   std::array<std::atomic<uint64_t>, kReadEpochSlots> reads_in_flight_{};
