@@ -12,6 +12,15 @@ member_size=${STRIPEFS_MEMBER_SIZE:-1G}
 bash "$top/tests/install-deps.sh"
 bash "$top/tests/build.sh" release
 echo
+# A daemon that is gone (killed, or the machine restarted under it) leaves its mount behind,
+# and every access to it fails with "Transport endpoint is not connected". Detach it; the
+# next mount replays the journal, as after any unclean stop.
+mnt_dir=$(realpath -m "$(dirname "$mnt")")/$(basename "$mnt")
+if ! stat "$mnt_dir" >/dev/null 2>&1 &&
+  awk -v m="${mnt_dir// /\\\\040}" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+  echo "setup.sh: $mnt is the mount of a stripefs that is no longer running; detaching it"
+  umount -l "$mnt_dir"
+fi
 mkdir -p "$state" "$mnt"
 if mountpoint -q "$mnt"; then
   echo "setup.sh: $mnt is already mounted"
