@@ -267,6 +267,7 @@ VolumeStats Volume::stats() const {
   s.degraded_reads = stats_.degraded_reads.load();
   s.member_write_ios = stats_.member_write_ios.load();
   s.member_read_ios = stats_.member_read_ios.load();
+  s.direct_reads = stats_.direct_reads.load();
   return s;
 }
 
@@ -751,6 +752,7 @@ bool Volume::read_one(const VolumePiece& seg, Callback& done) {
     return false;
   }
   stats_.member_read_ios.fetch_add(1, std::memory_order_relaxed);
+  stats_.direct_reads.fetch_add(1, std::memory_order_relaxed);
   MemberRequest request;
   request.op = MemberOp::read;
   request.offset = data_offset_ + from->member_offset + seg.offset % chunk;

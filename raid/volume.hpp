@@ -48,6 +48,7 @@ struct VolumeStats {
   uint64_t degraded_reads = 0;    // read segments rebuilt from parity
   uint64_t member_write_ios = 0;  // planned member I/Os, before merging
   uint64_t member_read_ios = 0;
+  uint64_t direct_reads = 0;  // reads within one chunk sent straight to their member
 };
 
 class Volume {
@@ -183,7 +184,7 @@ class Volume {
     std::atomic<uint64_t> partial_stripe_writes{0}, partial_stripe_bytes{0};
     std::atomic<uint64_t> rmw_writes{0}, rcw_writes{0}, degraded_writes{0};
     std::atomic<uint64_t> prereads{0}, preread_bytes{0}, degraded_reads{0};
-    std::atomic<uint64_t> member_write_ios{0}, member_read_ios{0};
+    std::atomic<uint64_t> member_write_ios{0}, member_read_ios{0}, direct_reads{0};
   } stats_;
 };
 

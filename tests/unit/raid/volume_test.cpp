@@ -321,6 +321,35 @@ TEST(Volume, SmallReadErrorIsServedFromRedundancy) {
   }
 }
 
+// A read within one chunk takes the direct path, at every level; one that crosses a chunk
+// boundary, or asks for several pieces, takes the general one. Both read the right bytes.
+TEST(Volume, ReadsWithinOneChunkGoStraightToTheirMember) {
+  const std::pair<RaidLevel, unsigned> levels[] = {{RaidLevel::raid0, 3},
+                                                   {RaidLevel::raid5, 4},
+                                                   {RaidLevel::raid6, 5},
+                                                   {RaidLevel::raid1, 2},
+                                                   {RaidLevel::raid10, 4}};
+  for (auto [level, count] : levels) {
+    SCOPED_TRACE(static_cast<int>(level));
+    Fixture f(level, count);
+    f.write(0, f.volume->size(), 3);
+    const auto check = [&](uint64_t offset, uint64_t length, uint64_t direct) {
+      const uint64_t before = f.volume->stats().direct_reads;
+      AlignedBuffer back(length);
+      auto r = f.volume->read(offset, back.span());
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_EQ(std::memcmp(back.data(), f.reference.data() + offset, length), 0);
+      EXPECT_EQ(f.volume->stats().direct_reads - before, direct)
+          << "volume byte " << offset << ", " << length << " bytes";
+    };
+    check(0, 4096, 1);
+    check(kChunk + 8192, 4096, 1);
+    check(2 * kChunk, kChunk, 1);
+    check(kChunk - 4096, 8192, 0);
+    check(0, 2 * kChunk, 0);
+  }
+}
+
 TEST(Volume, TooManyFailuresGiveEio) {
   Fixture f(RaidLevel::raid5, 4);
   f.write(0, f.volume->size(), 5);
