@@ -252,8 +252,10 @@ Result<void> Filesystem::free_past_eof(Inode& inode, Lock& lock) {
     written.emplace_back(std::max(eof, logical), m.extent.logical_end());
   }
   if (written.empty()) return {};
-  fs_log().warn("inode {}: freeing {} extent(s) past its size left by an interrupted truncate",
-                inode.ino, written.size());
+  fs_log().warn(
+      "inode {}: freeing {} extent(s) past its size (written back after its last size was "
+      "committed, or left by an interrupted truncate)",
+      inode.ino, written.size());
   for (auto [a, b] : written) {
     if (auto r = free_range_in_steps(inode, a, b, lock); !r) return r;
     if (auto r = commit_while_large(lock); !r) return r;

@@ -121,6 +121,7 @@ void Filesystem::drop_ranges(Inode& inode, uint64_t offset, uint64_t end, bool r
       }
     }
   }
+  restore_size_later(inode);
 }
 
 void Filesystem::insert_range(Inode& inode, uint64_t offset, uint64_t length,
@@ -686,6 +687,7 @@ void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> 
     it = ours ? inode.cache.erase(it) : std::next(it);
   }
   for (auto [first, end] : job->blocks) inode.inflight.remove(first, end);
+  restore_size_later(inode);
   cached_bytes_ -= job->bytes;
   stats_.writeback_done_bytes += job->bytes;
   --inode.writebacks;
@@ -740,6 +742,7 @@ Result<void> Filesystem::truncate(Inode& inode, uint64_t size, Lock& lock) {
     // The new size goes in the first step's transaction: past it, a crash between steps
     // leaves only blocks that the scan after an unclean mount frees.
     inode.disk.size = size;
+    inode.stored_size = std::min(inode.stored_size, size);  // data past it is new data
     dirty(inode);
     if (auto r = free_range_in_steps(inode, align_up(size) / kBlockSize, UINT64_MAX, lock); !r)
       return r;

@@ -178,6 +178,8 @@ class Filesystem {
   Result<Inode*> new_inode(uint32_t mode, const Caller& caller, uint64_t parent);
   void dirty(Inode& inode);  // its disk fields or extents changed: stored at the next commit
   Result<void> store_inode(Inode& inode);  // into its table block (at commit)
+  uint64_t size_to_store(const Inode& inode) const;
+  void restore_size_later(Inode& inode);  // dirty again if stored short of its size
   void maybe_evict(Inode& inode, Lock& lock);
   Result<void> destroy_inode(Inode& inode, Lock& lock);
   Attr attr_of(const Inode& inode) const;

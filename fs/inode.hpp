@@ -38,6 +38,10 @@ struct Filesystem::Inode {
   uint64_t ino = 0;
   DiskInode disk;
   bool dirty = false;  // disk fields changed since the last store
+  // The size in the inode table. A file's size is stored only as far as its data has been
+  // written back (size_to_store), so a crash leaves a prefix of what was written rather than
+  // a file of the full size with holes where unwritten data was.
+  uint64_t stored_size = 0;
   uint64_t lookups = 0;
   uint32_t opens = 0;
   bool extents_loaded = false;

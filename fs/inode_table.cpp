@@ -41,6 +41,7 @@ Result<Filesystem::Inode*> Filesystem::get_inode(uint64_t ino) {
   auto inode = std::make_unique<Inode>();
   inode->ino = ino;
   inode->disk = std::move(*disk);
+  inode->stored_size = inode->disk.size;
   Inode* raw = inode.get();
   inode_cache_.emplace(ino, std::move(inode));
   return raw;
@@ -84,9 +85,36 @@ Result<void> Filesystem::store_inode(Inode& inode) {
   auto block = meta_->read(table_block(sb_, inode.ino));
   if (!block) return fail(block.error());
   auto out = meta_->modify(table_block(sb_, inode.ino));
-  encode_inode(inode.disk, std::span(out).subspan(table_offset(inode.ino), kInodeSize));
-  inode.dirty = false;
+  DiskInode stored = inode.disk;
+  if (inode.is_reg()) stored.size = size_to_store(inode);
+  encode_inode(stored, std::span(out).subspan(table_offset(inode.ino), kInodeSize));
+  inode.stored_size = stored.size;
+  inode.dirty = false;  // short of the size, it is dirtied again as that data leaves the cache
   return {};
+}
+
+// As ext4's i_disksize: the size grows on disk only over data that is on the members. Data
+// still in the cache (dirty or in flight) that reaches past the stored size holds the stored
+// size at its first byte; data below the stored size (an overwrite) does not hold it back.
+// Extents written back past the stored size are on disk but past EOF: after a crash the
+// mount frees them (free_past_eof). Whatever takes data out of the cache (writeback_done,
+// drop_ranges) dirties an inode stored short, so the next commit stores it again.
+uint64_t Filesystem::size_to_store(const Inode& inode) const {
+  const uint64_t was = inode.stored_size;
+  uint64_t unwritten = UINT64_MAX;  // the first byte of data past `was` not yet written back
+  auto it = inode.cache.upper_bound(was);
+  if (it != inode.cache.begin() && std::prev(it)->first + std::prev(it)->second.length > was) {
+    --it;
+  }
+  if (it != inode.cache.end()) unwritten = it->first;
+  // In flight but no longer cached: a newer write or a truncate took its range.
+  const uint64_t block = inode.inflight.first_run_reaching(was / kBlockSize);
+  if (block != UINT64_MAX) unwritten = std::min(unwritten, block * kBlockSize);
+  return std::min(inode.disk.size, std::max(was, unwritten));
+}
+
+void Filesystem::restore_size_later(Inode& inode) {
+  if (inode.is_reg() && inode.stored_size != inode.disk.size) dirty(inode);
 }
 
 Attr Filesystem::attr_of(const Inode& inode) const {

@@ -53,4 +53,10 @@ uint64_t IntervalSet::add(uint64_t first, uint64_t end) {
   return (end - first) - before;
 }
 
+uint64_t IntervalSet::first_run_reaching(uint64_t value) const {
+  auto it = runs_.upper_bound(value);
+  if (it != runs_.begin() && std::prev(it)->second > value) return std::prev(it)->first;
+  return it == runs_.end() ? UINT64_MAX : it->first;
+}
+
 }  // namespace stripefs::fs

@@ -15,6 +15,8 @@ class IntervalSet {
   // How many values of [first, end) are in the set.
   uint64_t count(uint64_t first, uint64_t end) const;
   bool overlaps(uint64_t first, uint64_t end) const { return count(first, end) > 0; }
+  // The start of the first run that holds `value` or a greater one (UINT64_MAX if none).
+  uint64_t first_run_reaching(uint64_t value) const;
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "fs/fs_test_util.hpp"
 #include "volume_device.hpp"
@@ -355,6 +356,103 @@ TEST(Filesystem, FilesUnlinkedWhileOpenAreFreedAfterACrash) {
   EXPECT_EQ(after.files_free, before.files_free);
   EXPECT_EQ(after.blocks_free, before.blocks_free);
   EXPECT_EQ(t.fs->getattr(f).error().code, ESTALE);
+}
+
+}  // namespace
+}  // namespace stripefs::test
+
+namespace stripefs::test {
+namespace {
+
+// After a crash, a file not fsync'd holds a prefix of what was written to it: its stored
+// size covers only data that reached the members, never a hole where unwritten data was.
+void expect_prefix(MemoryFs& t, std::string_view name, const std::vector<std::byte>& written,
+                   uint64_t at_least) {
+  auto a = t.fs->lookup(kRootInode, name);
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  ASSERT_GE(a->size, at_least);
+  ASSERT_LE(a->size, written.size());
+  const auto back = t.read(a->ino, 0, a->size);
+  ASSERT_EQ(back.size(), a->size);
+  for (uint64_t b = 0; b < a->size; b += fs::kBlockSize) {
+    const size_t n = std::min<uint64_t>(fs::kBlockSize, a->size - b);
+    ASSERT_EQ(std::memcmp(back.data() + b, written.data() + b, n), 0)
+        << name << ": block " << b / fs::kBlockSize << " of a file of " << a->size << " bytes";
+  }
+  // Blocks written back past the stored size were freed by the mount.
+  EXPECT_LE(a->blocks512 * 512, (a->size + fs::kBlockSize - 1) / fs::kBlockSize * fs::kBlockSize);
+}
+
+void commit_by_fsync_of_another(MemoryFs& t) {
+  const uint64_t other = t.create(kRootInode, "other");
+  ASSERT_TRUE(t.write(other, 0, pattern(4096, 9)).has_value());
+  ASSERT_TRUE(t.fs->fsync(other, false).has_value());
+}
+
+TEST(Filesystem, CrashLeavesAPrefixOfAnAppendedFile) {
+  MemoryFs t;
+  const uint64_t f = t.create(kRootInode, "log");
+  const auto data = pattern((3 << 20) + 5000, 21);
+  ASSERT_TRUE(t.write(f, 0, std::span(data).first(1 << 20)).has_value());
+  ASSERT_TRUE(t.fs->fsync(f, false).has_value());
+  // Whole stripes of the append go out at once; its tail stays in the cache.
+  ASSERT_TRUE(t.write(f, 1 << 20, std::span(data).subspan(1 << 20)).has_value());
+  commit_by_fsync_of_another(t);
+  t.crash_and_mount();
+  expect_prefix(t, "log", data, 1 << 20);
+}
+
+TEST(Filesystem, CrashDoesNotExposeHolesBeforeDataWrittenOutOfOrder) {
+  MemoryFs t;
+  const uint64_t stripe = uint64_t{3} * MemoryFs::kChunk;
+  const uint64_t f = t.create(kRootInode, "scattered");
+  std::vector<std::byte> data(9 * stripe, std::byte{0});
+  const auto head = pattern(4096, 22), body = pattern(8 * stripe, 23);
+  std::memcpy(data.data(), head.data(), head.size());
+  std::memcpy(data.data() + stripe, body.data(), body.size());
+  // The head stays cached; the whole stripes after it are written back now, before it.
+  ASSERT_TRUE(t.write(f, 0, head).has_value());
+  ASSERT_TRUE(t.write(f, stripe, body).has_value());
+  for (int i = 0; i < 1000 && t.fs->stats().writeback_done_bytes < body.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(t.fs->stats().writeback_done_bytes, body.size());
+  commit_by_fsync_of_another(t);
+  t.crash_and_mount();
+  expect_prefix(t, "scattered", data, 0);
+}
+
+TEST(Filesystem, CrashKeepsTheSizeOfAFileOverwrittenInPlace) {
+  MemoryFs t;
+  const uint64_t f = t.create(kRootInode, "rewritten");
+  const auto data = pattern(1 << 20, 24);
+  ASSERT_TRUE(t.write(f, 0, data).has_value());
+  ASSERT_TRUE(t.fs->fsync(f, false).has_value());
+  ASSERT_TRUE(t.write(f, 512 << 10, pattern(4096, 25)).has_value());
+  // Straddling the end: the stored size stays, it does not fall back to this write's start.
+  ASSERT_TRUE(t.write(f, data.size() - 4096, pattern(8192, 27)).has_value());
+  commit_by_fsync_of_another(t);
+  t.crash_and_mount();
+  auto a = t.fs->lookup(kRootInode, "rewritten");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->size, data.size());
+  EXPECT_EQ(t.read(f, 0, 512 << 10),
+            std::vector<std::byte>(data.begin(), data.begin() + (512 << 10)));
+}
+
+// Written back and committed without an fsync of the file: the whole size is stored.
+TEST(Filesystem, TheWholeSizeIsStoredOnceTheDataIsWrittenBack) {
+  MemoryFs t;
+  const uint64_t f = t.create(kRootInode, "later");
+  const auto data = pattern((2 << 20) + 123, 26);
+  ASSERT_TRUE(t.write(f, 0, data).has_value());
+  commit_by_fsync_of_another(t);  // stored short: the tail is still cached
+  ASSERT_TRUE(t.fs->sync().has_value());
+  t.crash_and_mount();
+  auto a = t.fs->lookup(kRootInode, "later");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->size, data.size());
+  EXPECT_EQ(t.read(f, 0, data.size()), data);
 }
 
 }  // namespace

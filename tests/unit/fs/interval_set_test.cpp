@@ -25,6 +25,14 @@ TEST(IntervalSet, MatchesASetOfValues) {
       for (uint64_t v = a; v < b; ++v) model.erase(v);
     } else {
       ASSERT_EQ(s.count(a, b), expected);
+      // The start of the run holding the first value >= a.
+      auto m = model.lower_bound(a);
+      uint64_t start = UINT64_MAX;
+      if (m != model.end()) {
+        start = *m;
+        while (start > 0 && model.contains(start - 1)) --start;
+      }
+      ASSERT_EQ(s.first_run_reaching(a), start) << a;
     }
     ASSERT_EQ(s.size(), model.size());
   }
