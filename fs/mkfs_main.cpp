@@ -8,6 +8,7 @@
 #include <blkid/blkid.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <charconv>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -111,7 +112,17 @@ int main(int argc, char** argv) {
                  "member within 16M..64M; 0: none, the write hole stays open)");
   app.add_option("-L,--label", label, "filesystem and array label (up to 32 bytes)");
   app.add_option("-U,--uuid", uuid_text, "filesystem UUID (default: random)");
-  app.add_option("-N,--inodes", inodes, "number of inodes (default: one per 16K)");
+  // Checked as text: CLI11 reads "-1" into an unsigned as 2^64 - 1.
+  app.add_option("-N,--inodes", inodes, "number of inodes, 16 to 2^32 (default: one per 16K)")
+      ->check([](const std::string& text) -> std::string {
+        uint64_t n = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+        if (ec != std::errc{} || end != text.data() + text.size() || n < 16 ||
+            n > (uint64_t{1} << 32)) {
+          return "'" + text + "' is not a number from 16 to 4294967296";
+        }
+        return {};
+      });
   app.add_flag("-f,--force", force, "overwrite devices that hold another array or filesystem");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   app.add_option("devices", device_args, "member devices (or files), in role order")->required();

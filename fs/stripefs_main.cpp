@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdarg>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -86,27 +89,21 @@ enum Key { kKeyHelp, kKeyVersion, kKeyForeground, kKeyDebug, kKeySingle, kKeyRea
 
 #define STRIPEFS_OPT(t, p, v) \
   { t, offsetof(Config, p), v }
-const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0),
-                             STRIPEFS_OPT("write_hole=%s", write_hole, 0),
-                             STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
-                             STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
-                             STRIPEFS_OPT("cache_size=%s", cache_size, 0),
-                             STRIPEFS_OPT("readahead=%s", readahead, 0),
-                             STRIPEFS_OPT("io_threads=%u", io_threads, 0),
-                             STRIPEFS_OPT("io_threads=", io_threads_given, 1),
-                             STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
-                             STRIPEFS_OPT("direct_io", direct_io, 1),
-                             STRIPEFS_OPT("force", force, 1),
-                             FUSE_OPT_KEY("-h", kKeyHelp),
-                             FUSE_OPT_KEY("--help", kKeyHelp),
-                             FUSE_OPT_KEY("-V", kKeyVersion),
-                             FUSE_OPT_KEY("--version", kKeyVersion),
-                             FUSE_OPT_KEY("-f", kKeyForeground),
-                             FUSE_OPT_KEY("-d", kKeyDebug),
-                             FUSE_OPT_KEY("debug", kKeyDebug),
-                             FUSE_OPT_KEY("-s", kKeySingle),
-                             FUSE_OPT_KEY("ro", kKeyReadOnly),
-                             FUSE_OPT_END};
+const fuse_opt kOptions[] = {
+    STRIPEFS_OPT("journal_device=%s", journal_device, 0),
+    STRIPEFS_OPT("write_hole=%s", write_hole, 0),
+    STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
+    STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
+    STRIPEFS_OPT("cache_size=%s", cache_size, 0), STRIPEFS_OPT("readahead=%s", readahead, 0),
+    STRIPEFS_OPT("io_threads=%u", io_threads, 0), STRIPEFS_OPT("io_threads=", io_threads_given, 1),
+    STRIPEFS_OPT("writeback_cache", writeback_cache, 1), STRIPEFS_OPT("direct_io", direct_io, 1),
+    STRIPEFS_OPT("force", force, 1), FUSE_OPT_KEY("-h", kKeyHelp), FUSE_OPT_KEY("--help", kKeyHelp),
+    FUSE_OPT_KEY("-V", kKeyVersion), FUSE_OPT_KEY("--version", kKeyVersion),
+    FUSE_OPT_KEY("-f", kKeyForeground), FUSE_OPT_KEY("-d", kKeyDebug),
+    FUSE_OPT_KEY("debug", kKeyDebug), FUSE_OPT_KEY("-s", kKeySingle),
+    FUSE_OPT_KEY("ro", kKeyReadOnly),
+    // fstab's placeholder: mount.fuse3 passes it on as it is.
+    FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD), FUSE_OPT_END};
 
 int option_proc(void* data, const char* arg, int key, fuse_args*) {
   auto* c = static_cast<Config*>(data);
@@ -161,6 +158,31 @@ void set_readahead(const std::string& mountpoint, uint64_t bytes) {
   if (std::fclose(f) != 0) fs_log().warn("{}: cannot set readahead", path);
 }
 
+// libfuse reports bad options and mount failures through its log, in lines of its own. While
+// it parses and mounts, they are kept here instead, to go into the one line we print.
+std::string fuse_complaint;  // as libfuse wrote it: a line may come in several pieces
+
+void keep_fuse_complaint(enum fuse_log_level level, const char* format, va_list ap) {
+  if (level > FUSE_LOG_ERR) return;
+  char piece[1024];
+  std::vsnprintf(piece, sizeof(piece), format, ap);
+  fuse_complaint += piece;
+}
+
+// "WHAT" or "WHAT: what libfuse said", its lines joined by "; ".
+std::string with_fuse_complaint(const std::string& what) {
+  std::string said;
+  std::istringstream lines(fuse_complaint);
+  fuse_complaint.clear();
+  for (std::string line; std::getline(lines, line);) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (line.starts_with("fuse: ")) line.erase(0, 6);
+    if (line.empty()) continue;
+    said += (said.empty() ? "" : "; ") + line;
+  }
+  return said.empty() ? what : what + ": " + said;
+}
+
 int fail_line(const std::string& message) {
   std::fprintf(stderr, "stripefs: %s\n", message.c_str());
   return 1;
@@ -194,8 +216,14 @@ int run(Config& config, fuse_args& args, Launch& launch) {
   fs_options.writeback_delay_s = config.writeback_delay;
   fs_options.commit_interval_s = config.commit_interval;
   std::string error;
-  if (config.writeback_delay <= 0 || config.commit_interval <= 0) {
-    error = "writeback_delay and commit_interval must be positive";
+  // NaN compares false both ways: only a finite number above 0 passes.
+  const auto seconds = [](double s) { return std::isfinite(s) && s > 0; };
+  if (!seconds(config.writeback_delay)) {
+    error =
+        fmt::format("writeback_delay={}: not a positive number of seconds", config.writeback_delay);
+  } else if (!seconds(config.commit_interval)) {
+    error =
+        fmt::format("commit_interval={}: not a positive number of seconds", config.commit_interval);
   } else if (config.io_threads_given && (config.io_threads == 0 || config.io_threads > 256)) {
     error = "io_threads must be between 1 and 256";
   } else if (config.cache_size != nullptr) {
@@ -233,7 +261,32 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) count = CPU_COUNT(&cpus);
     config.io_threads = std::clamp(2 * std::max(1u, count), 4u, 16u);
   }
+  struct stat point {};
+  if (error.empty() && ::stat(mountpoint.c_str(), &point) != 0) {
+    error = fmt::format("mountpoint {}: {}", mountpoint, std::strerror(errno));
+  } else if (error.empty() && !S_ISDIR(point.st_mode)) {
+    error = fmt::format("mountpoint {}: not a directory", mountpoint);
+  }
   if (!error.empty()) return launch.report(error), fail_line(error);
+
+  // FUSE's options are checked before the array is assembled: a refused mount changes
+  // nothing on the members.
+  fs::FuseContext context;
+  context.writeback_cache = config.writeback_cache != 0;
+  context.direct_io = config.direct_io != 0;
+  // The kernel checks permissions from the mode bits, as on any local filesystem.
+  fuse_opt_add_arg(&args, "-odefault_permissions");
+  fuse_opt_add_arg(&args, fmt::format("-ofsname={}", paths.front()).c_str());
+  fuse_opt_add_arg(&args, "-osubtype=stripefs");
+  const fuse_lowlevel_ops ops = fs::fuse_operations();
+  std::unique_ptr<fuse_session, void (*)(fuse_session*)> session(
+      fuse_session_new(&args, &ops, sizeof(ops), &context), fuse_session_destroy);
+  if (session == nullptr) {
+    error = with_fuse_complaint("bad FUSE options") + " (see stripefs --help)";
+    return launch.report(error), fail_line(error);
+  }
+  fuse_set_log_func(nullptr);  // from here on libfuse logs as it does
+
   const std::string journal = config.journal_device != nullptr ? config.journal_device : "";
   auto devices = fs::open_devices(paths, journal);
   if (!devices) return launch.report(devices.error().message), fail_line(devices.error().message);
@@ -269,27 +322,16 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     return launch.report(control.error().message), fail_line(control.error().message);
   }
 
-  fs::FuseContext context;
   context.fs = filesystem->get();
-  context.writeback_cache = config.writeback_cache != 0;
-  context.direct_io = config.direct_io != 0;
-  // The kernel checks permissions from the mode bits, as on any local filesystem.
-  fuse_opt_add_arg(&args, "-odefault_permissions");
-  fuse_opt_add_arg(&args, fmt::format("-ofsname={}", paths.front()).c_str());
-  fuse_opt_add_arg(&args, "-osubtype=stripefs");
-  const fuse_lowlevel_ops ops = fs::fuse_operations();
-  fuse_session* session = fuse_session_new(&args, &ops, sizeof(ops), &context);
-  if (session == nullptr) {
-    error = "bad FUSE options (see stripefs --help)";
-    (void)(*filesystem)->unmount();
-    return launch.report(error), fail_line(error);
-  }
   // A loop ended by a signal (SIGINT, SIGTERM, SIGHUP) returns it: a clean stop too.
   int loop_status = -1;
-  if (fuse_set_signal_handlers(session) != 0) {
+  if (fuse_set_signal_handlers(session.get()) != 0) {
     error = "cannot install signal handlers";
   } else {
-    if (fuse_session_mount(session, mountpoint.c_str()) == 0) {
+    fuse_set_log_func(keep_fuse_complaint);
+    const int mounted = fuse_session_mount(session.get(), mountpoint.c_str());
+    fuse_set_log_func(nullptr);
+    if (mounted == 0) {
       fs_log().info("mounted {} on {}", paths.front(), mountpoint);
       if (readahead != 0) set_readahead(absolute_mountpoint, readahead);
       launch.report("");
@@ -304,24 +346,24 @@ int run(Config& config, fuse_args& args, Launch& launch) {
         }
       }
       if (config.single) {
-        loop_status = fuse_session_loop(session);
+        loop_status = fuse_session_loop(session.get());
       } else {
         fuse_loop_config* loop = fuse_loop_cfg_create();
         fuse_loop_cfg_set_max_threads(loop, config.io_threads);
         fuse_loop_cfg_set_idle_threads(loop, config.io_threads);
         fuse_loop_cfg_set_clone_fd(loop, 1);
-        loop_status = fuse_session_loop_mt(session, loop);
+        loop_status = fuse_session_loop_mt(session.get(), loop);
         fuse_loop_cfg_destroy(loop);
       }
       // Reads reply from their completions: none may outlive the session.
       (*filesystem)->wait_reads();
-      fuse_session_unmount(session);
+      fuse_session_unmount(session.get());
     } else {
-      error = fmt::format("cannot mount on {}", mountpoint);
+      error = with_fuse_complaint(fmt::format("cannot mount on {}", mountpoint));
     }
-    fuse_remove_signal_handlers(session);
+    fuse_remove_signal_handlers(session.get());
   }
-  fuse_session_destroy(session);
+  session.reset();
   control->reset();
   // Everything reaches the members, and the array is recorded clean.
   int status = loop_status >= 0 ? 0 : 1;
@@ -356,8 +398,10 @@ int main(int argc, char** argv) {
       }
     }
   } cleanup{args, config};
+  fuse_set_log_func(keep_fuse_complaint);  // until the FUSE session has taken its options
   if (fuse_opt_parse(&args, &config, kOptions, option_proc) != 0) {
-    std::fprintf(stderr, "stripefs: bad options (see stripefs --help)\n");
+    std::fprintf(stderr, "stripefs: %s (see stripefs --help)\n",
+                 with_fuse_complaint("bad options").c_str());
     return 2;
   }
   if (config.help) {

@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "mounted_fixture.hpp"
 
@@ -132,12 +134,58 @@ TEST_F(FstabMount, BadOptionsAndSourcesAreOneClearLine) {
   EXPECT_NE(bad_threads.status, 0);
   EXPECT_NE(bad_threads.output.find("io_threads must be between 1 and 256"), std::string::npos)
       << bad_threads.output;
+  for (const char* timing : {"writeback_delay=nan", "commit_interval=inf", "commit_interval=0"}) {
+    const Command bad_timing = mount(timing);
+    EXPECT_NE(bad_timing.status, 0);
+    EXPECT_NE(bad_timing.output.find(std::string(timing) + ": not a positive number of seconds"),
+              std::string::npos)
+        << bad_timing.output;
+  }
   source_ += ":" + dir_ + "/missing";
   const Command missing = mount("defaults");
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.output.find("missing: No such file or directory"), std::string::npos)
       << missing.output;
   EXPECT_TRUE(fstype_of(mnt_).empty());
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Refused before the array is assembled: one line naming what is wrong, and no member
+// changes by a byte (no event count, no superblock time, no bitmap header).
+TEST_F(FstabMount, RefusedMountsChangeNothingOnTheMembers) {
+  if (std::getenv("STRIPEFS_TEST_TARGET") != nullptr) GTEST_SKIP() << "needs the daemon";
+  std::vector<std::string> before;
+  for (int i = 0; i < 4; ++i) before.push_back(file_bytes(dir_ + "/m" + std::to_string(i)));
+  const std::string daemon = bin_dir_ + "/stripefs";
+  const std::string plain = dir_ + "/plain";
+  std::ofstream(plain) << "not a directory";
+  const std::pair<std::string, std::string> refusals[] = {
+      {"-o bogus '" + source_ + "' '" + mnt_ + "'",
+       "bad FUSE options: unknown option(s): `-o bogus'"},
+      {"-o writeback_delay=nan '" + source_ + "' '" + mnt_ + "'",
+       "writeback_delay=nan: not a positive number of seconds"},
+      {"'" + source_ + "' '" + plain + "'", "mountpoint " + plain + ": not a directory"},
+      {"'" + source_ + "' '" + dir_ + "/m0'", "mountpoint " + dir_ + "/m0: not a directory"},
+      {"'" + source_ + "' '" + dir_ + "/none'",
+       "mountpoint " + dir_ + "/none: No such file or directory"},
+  };
+  for (const auto& [arguments, expected] : refusals) {
+    const Command c = run(daemon + " -f " + arguments);
+    EXPECT_NE(c.status, 0) << arguments;
+    EXPECT_EQ(c.output, "stripefs: " + expected +
+                            (expected.starts_with("bad FUSE") ? " (see stripefs --help)" : "") +
+                            "\n")
+        << arguments;
+  }
+  EXPECT_TRUE(fstype_of(mnt_).empty());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(file_bytes(dir_ + "/m" + std::to_string(i)) == before[i])
+        << "member " << i << " changed";
+  }
 }
 
 }  // namespace
