@@ -158,6 +158,7 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   out.superblock = freshest.sb;
   const Superblock& master = out.superblock;
   out.by_role.assign(master.member_count, nullptr);
+  std::vector<const Found*> claimed(master.member_count, nullptr);
   for (const Found& f : found) {
     if (f.sb.array_uuid != master.array_uuid) {
       return fail(EINVAL, "member {}: array_uuid {} differs from {} of member {}", f.member->name(),
@@ -168,10 +169,17 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
       return fail(EINVAL, "member {}: {} differs from member {}", f.member->name(), *field,
                   freshest.member->name());
     }
-    if (out.by_role[f.sb.role] != nullptr) {
-      return fail(EINVAL, "members {} and {} both claim role {}", out.by_role[f.sb.role]->name(),
-                  f.member->name(), f.sb.role);
+    // Two devices with one role (a copy of a member, say): which holds the array's data
+    // cannot be chosen silently.
+    if (f.sb.role >= master.member_count) {
+      return fail(EINVAL, "member {}: role {} but the array has {} members", f.member->name(),
+                  f.sb.role, master.member_count);
     }
+    if (claimed[f.sb.role] != nullptr) {
+      return fail(EINVAL, "members {} and {} both claim role {}; give only one of them",
+                  claimed[f.sb.role]->member->name(), f.member->name(), f.sb.role);
+    }
+    claimed[f.sb.role] = &f;
   }
   for (const Found& f : found) {
     // Split brain: both were run (fresh) without the other. Neither history can be chosen

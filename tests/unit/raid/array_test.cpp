@@ -187,6 +187,31 @@ TEST(Array, RefusesADeviceThatIsNotAMember) {
   EXPECT_NE(refused.error().message.find("mem2"), std::string::npos) << error_of(refused);
 }
 
+// A copy of a member given with it (or a superblock that names another's role): neither
+// is chosen silently, whichever order they come in.
+TEST(Array, RefusesTwoDevicesWithOneRole) {
+  test::MemoryArray array(5, kMemberSize);
+  ASSERT_TRUE(create_array(pick(array, {0, 1, 2, 3}), options(RaidLevel::raid5)));
+  auto copy = array.media[3]->contents();
+  std::copy(copy.begin(), copy.end(), array.media[4]->contents().begin());
+  for (auto order : {std::vector<unsigned>{0, 1, 2, 3, 4}, std::vector<unsigned>{0, 1, 2, 4, 3}}) {
+    std::vector<Member*> given;
+    for (unsigned i : order) given.push_back(array.faulty[i].get());
+    auto refused = assemble(given);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("both claim role 3"), std::string::npos)
+        << error_of(refused);
+  }
+  auto sb = read_superblock(*array.faulty[1]);
+  ASSERT_TRUE(sb);
+  sb->role = 0;
+  ASSERT_TRUE(write_superblock(*array.faulty[1], *sb));
+  auto refused = assemble(pick(array, {0, 1, 2, 3}));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("both claim role 0"), std::string::npos)
+      << error_of(refused);
+}
+
 TEST(Array, DamagedSuperblockKeepsThatMemberOut) {
   test::MemoryArray array(4, kMemberSize);
   ASSERT_TRUE(create_array(array.members(), options(RaidLevel::raid5)));
