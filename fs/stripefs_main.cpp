@@ -89,21 +89,29 @@ enum Key { kKeyHelp, kKeyVersion, kKeyForeground, kKeyDebug, kKeySingle, kKeyRea
 
 #define STRIPEFS_OPT(t, p, v) \
   { t, offsetof(Config, p), v }
-const fuse_opt kOptions[] = {
-    STRIPEFS_OPT("journal_device=%s", journal_device, 0),
-    STRIPEFS_OPT("write_hole=%s", write_hole, 0),
-    STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
-    STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
-    STRIPEFS_OPT("cache_size=%s", cache_size, 0), STRIPEFS_OPT("readahead=%s", readahead, 0),
-    STRIPEFS_OPT("io_threads=%u", io_threads, 0), STRIPEFS_OPT("io_threads=", io_threads_given, 1),
-    STRIPEFS_OPT("writeback_cache", writeback_cache, 1), STRIPEFS_OPT("direct_io", direct_io, 1),
-    STRIPEFS_OPT("force", force, 1), FUSE_OPT_KEY("-h", kKeyHelp), FUSE_OPT_KEY("--help", kKeyHelp),
-    FUSE_OPT_KEY("-V", kKeyVersion), FUSE_OPT_KEY("--version", kKeyVersion),
-    FUSE_OPT_KEY("-f", kKeyForeground), FUSE_OPT_KEY("-d", kKeyDebug),
-    FUSE_OPT_KEY("debug", kKeyDebug), FUSE_OPT_KEY("-s", kKeySingle),
-    FUSE_OPT_KEY("ro", kKeyReadOnly),
-    // fstab's placeholder: mount.fuse3 passes it on as it is.
-    FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD), FUSE_OPT_END};
+// "defaults" is fstab's placeholder, which mount.fuse3 passes on as it is.
+const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0),
+                             STRIPEFS_OPT("write_hole=%s", write_hole, 0),
+                             STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
+                             STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
+                             STRIPEFS_OPT("cache_size=%s", cache_size, 0),
+                             STRIPEFS_OPT("readahead=%s", readahead, 0),
+                             STRIPEFS_OPT("io_threads=%u", io_threads, 0),
+                             STRIPEFS_OPT("io_threads=", io_threads_given, 1),
+                             STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
+                             STRIPEFS_OPT("direct_io", direct_io, 1),
+                             STRIPEFS_OPT("force", force, 1),
+                             FUSE_OPT_KEY("-h", kKeyHelp),
+                             FUSE_OPT_KEY("--help", kKeyHelp),
+                             FUSE_OPT_KEY("-V", kKeyVersion),
+                             FUSE_OPT_KEY("--version", kKeyVersion),
+                             FUSE_OPT_KEY("-f", kKeyForeground),
+                             FUSE_OPT_KEY("-d", kKeyDebug),
+                             FUSE_OPT_KEY("debug", kKeyDebug),
+                             FUSE_OPT_KEY("-s", kKeySingle),
+                             FUSE_OPT_KEY("ro", kKeyReadOnly),
+                             FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+                             FUSE_OPT_END};
 
 int option_proc(void* data, const char* arg, int key, fuse_args*) {
   auto* c = static_cast<Config*>(data);
@@ -261,10 +269,12 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) count = CPU_COUNT(&cpus);
     config.io_threads = std::clamp(2 * std::max(1u, count), 4u, 16u);
   }
+  // Not /dev/fd/N: that is a /dev/fuse descriptor a privileged helper opened and mounted.
+  const bool check_mountpoint = error.empty() && !mountpoint.starts_with("/dev/fd/");
   struct stat point {};
-  if (error.empty() && ::stat(mountpoint.c_str(), &point) != 0) {
+  if (check_mountpoint && ::stat(mountpoint.c_str(), &point) != 0) {
     error = fmt::format("mountpoint {}: {}", mountpoint, std::strerror(errno));
-  } else if (error.empty() && !S_ISDIR(point.st_mode)) {
+  } else if (check_mountpoint && !S_ISDIR(point.st_mode)) {
     error = fmt::format("mountpoint {}: not a directory", mountpoint);
   }
   if (!error.empty()) return launch.report(error), fail_line(error);
