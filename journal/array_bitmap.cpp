@@ -1,7 +1,7 @@
-#include "array_bitmap.hpp"
+#include "journal/array_bitmap.hpp"
 
-#include "journal_log.hpp"
-#include "write_intent_bitmap.hpp"
+#include "journal/journal_log.hpp"
+#include "journal/write_intent_bitmap.hpp"
 
 namespace stripefs {
 

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "array.hpp"
+#include "raid/array.hpp"
 
 namespace stripefs {
 

@@ -1,11 +1,11 @@
-#include "array_journal.hpp"
+#include "journal/array_journal.hpp"
 
 #include <algorithm>
 
-#include "journal_log.hpp"
-#include "mirrored_area.hpp"
-#include "stripe_journal.hpp"
-#include "units.hpp"
+#include "journal/journal_log.hpp"
+#include "journal/mirrored_area.hpp"
+#include "journal/stripe_journal.hpp"
+#include "raid/units.hpp"
 
 namespace stripefs {
 

@@ -5,8 +5,8 @@
 // role), so it survives every failure the level survives.
 #pragma once
 
-#include "array.hpp"
-#include "mirrored_area.hpp"
+#include "journal/mirrored_area.hpp"
+#include "raid/array.hpp"
 
 namespace stripefs {
 

@@ -1,12 +1,12 @@
-#include "bitmap_format.hpp"
+#include "journal/bitmap_format.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <concepts>
 #include <utility>
 
-#include "aligned_buffer.hpp"
-#include "ondisk.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/ondisk.hpp"
 
 namespace stripefs {
 

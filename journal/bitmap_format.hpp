@@ -31,9 +31,9 @@
 #include <span>
 #include <string_view>
 
-#include "member.hpp"
-#include "result.hpp"
-#include "superblock.hpp"
+#include "raid/member.hpp"
+#include "raid/result.hpp"
+#include "raid/superblock.hpp"
 
 namespace stripefs {
 

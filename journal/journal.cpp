@@ -1,11 +1,11 @@
-#include "journal.hpp"
+#include "journal/journal.hpp"
 
 #include <cstring>
 #include <future>
 #include <optional>
 
-#include "io_batch.hpp"
-#include "journal_log.hpp"
+#include "journal/journal_log.hpp"
+#include "raid/io_batch.hpp"
 
 namespace stripefs {
 

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "aligned_buffer.hpp"
-#include "log_format.hpp"
-#include "member.hpp"
+#include "journal/log_format.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/member.hpp"
 
 namespace stripefs {
 

@@ -1,6 +1,6 @@
-#include "journal_log.hpp"
+#include "journal/journal_log.hpp"
 
-#include "log.hpp"
+#include "raid/log.hpp"
 
 namespace stripefs {
 

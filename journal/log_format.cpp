@@ -1,10 +1,10 @@
-#include "log_format.hpp"
+#include "journal/log_format.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <utility>
 
-#include "ondisk.hpp"
+#include "raid/ondisk.hpp"
 
 namespace stripefs {
 

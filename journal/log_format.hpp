@@ -79,8 +79,8 @@
 #include <string_view>
 #include <vector>
 
-#include "result.hpp"
-#include "superblock.hpp"
+#include "raid/result.hpp"
+#include "raid/superblock.hpp"
 
 namespace stripefs {
 

@@ -1,11 +1,11 @@
-#include "mirrored_area.hpp"
+#include "journal/mirrored_area.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
 
-#include "aligned_buffer.hpp"
+#include "raid/aligned_buffer.hpp"
 
 namespace stripefs {
 

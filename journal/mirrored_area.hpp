@@ -11,7 +11,7 @@
 #include <functional>
 #include <vector>
 
-#include "member.hpp"
+#include "raid/member.hpp"
 
 namespace stripefs {
 

@@ -1,10 +1,10 @@
-#include "stripe_journal.hpp"
+#include "journal/stripe_journal.hpp"
 
 #include <cstring>
 
-#include "aligned_buffer.hpp"
-#include "journal_log.hpp"
-#include "mirrored_area.hpp"
+#include "journal/journal_log.hpp"
+#include "journal/mirrored_area.hpp"
+#include "raid/aligned_buffer.hpp"
 
 namespace stripefs {
 

@@ -10,9 +10,9 @@
 #include <set>
 #include <thread>
 
-#include "journal.hpp"
-#include "stripe_log.hpp"
-#include "volume.hpp"
+#include "journal/journal.hpp"
+#include "raid/stripe_log.hpp"
+#include "raid/volume.hpp"
 
 namespace stripefs {
 

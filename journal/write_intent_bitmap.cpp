@@ -1,11 +1,11 @@
-#include "write_intent_bitmap.hpp"
+#include "journal/write_intent_bitmap.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <future>
 
-#include "io_batch.hpp"
-#include "journal_log.hpp"
+#include "journal/journal_log.hpp"
+#include "raid/io_batch.hpp"
 
 namespace stripefs {
 

@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "aligned_buffer.hpp"
-#include "bitmap_format.hpp"
-#include "volume.hpp"
-#include "write_intent.hpp"
+#include "journal/bitmap_format.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/volume.hpp"
+#include "raid/write_intent.hpp"
 
 namespace stripefs {
 

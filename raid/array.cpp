@@ -1,11 +1,11 @@
-#include "array.hpp"
+#include "raid/array.hpp"
 
 #include <algorithm>
 #include <ctime>
 #include <set>
 
-#include "aligned_buffer.hpp"
-#include "log.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/log.hpp"
 
 namespace stripefs {
 

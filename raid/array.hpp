@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "stripe_log.hpp"
-#include "superblock.hpp"
-#include "volume.hpp"
-#include "write_intent.hpp"
+#include "raid/stripe_log.hpp"
+#include "raid/superblock.hpp"
+#include "raid/volume.hpp"
+#include "raid/write_intent.hpp"
 
 namespace stripefs {
 

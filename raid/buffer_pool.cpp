@@ -1,4 +1,4 @@
-#include "buffer_pool.hpp"
+#include "raid/buffer_pool.hpp"
 
 namespace stripefs {
 

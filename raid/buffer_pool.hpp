@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "aligned_buffer.hpp"
+#include "raid/aligned_buffer.hpp"
 
 namespace stripefs {
 

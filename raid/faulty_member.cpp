@@ -1,4 +1,4 @@
-#include "faulty_member.hpp"
+#include "raid/faulty_member.hpp"
 
 #include <cstring>
 #include <random>

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "member.hpp"
+#include "raid/member.hpp"
 
 namespace stripefs {
 

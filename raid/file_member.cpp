@@ -1,4 +1,4 @@
-#include "file_member.hpp"
+#include "raid/file_member.hpp"
 
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "log.hpp"
+#include "raid/log.hpp"
 
 namespace stripefs {
 

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "io_engine.hpp"
-#include "member.hpp"
+#include "raid/io_engine.hpp"
+#include "raid/member.hpp"
 
 namespace stripefs {
 

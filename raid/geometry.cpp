@@ -1,4 +1,4 @@
-#include "geometry.hpp"
+#include "raid/geometry.hpp"
 
 #include <bit>
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "result.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs {
 

@@ -1,4 +1,4 @@
-#include "io_batch.hpp"
+#include "raid/io_batch.hpp"
 
 #include <algorithm>
 #include <atomic>

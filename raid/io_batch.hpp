@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "member.hpp"
+#include "raid/member.hpp"
 
 namespace stripefs {
 

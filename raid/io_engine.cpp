@@ -1,4 +1,4 @@
-#include "io_engine.hpp"
+#include "raid/io_engine.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <future>
 
-#include "log.hpp"
+#include "raid/log.hpp"
 
 namespace stripefs {
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "member.hpp"
-#include "result.hpp"
+#include "raid/member.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs {
 

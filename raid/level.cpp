@@ -1,4 +1,4 @@
-#include "level.hpp"
+#include "raid/level.hpp"
 
 namespace stripefs {
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "geometry.hpp"
-#include "result.hpp"
+#include "raid/geometry.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs {
 

@@ -1,6 +1,6 @@
 // RAID1 and RAID10 (md's near-2): every chunk has copies on distinct members; data is lost
 // only when every copy of some chunk is gone.
-#include "level.hpp"
+#include "raid/level.hpp"
 
 #include <algorithm>
 #include <cstring>

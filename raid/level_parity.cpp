@@ -1,10 +1,10 @@
 // RAID5 and RAID6: each stripe's data chunks plus P (and Q); up to the parity count of
 // members may be missing, whichever they are.
-#include "level.hpp"
+#include "raid/level.hpp"
 
 #include <cstring>
 
-#include "parity.hpp"
+#include "raid/parity.hpp"
 
 namespace stripefs {
 

@@ -1,5 +1,5 @@
 // RAID0: every chunk lives once; any missing member loses data.
-#include "level.hpp"
+#include "raid/level.hpp"
 
 namespace stripefs {
 

@@ -1,4 +1,4 @@
-#include "member.hpp"
+#include "raid/member.hpp"
 
 #include <cstring>
 #include <future>

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "device_limits.hpp"
-#include "result.hpp"
+#include "raid/device_limits.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs {
 

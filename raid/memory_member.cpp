@@ -1,4 +1,4 @@
-#include "memory_member.hpp"
+#include "raid/memory_member.hpp"
 
 #include <cstring>
 

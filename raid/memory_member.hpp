@@ -5,7 +5,7 @@
 #include <mutex>
 #include <vector>
 
-#include "member.hpp"
+#include "raid/member.hpp"
 
 namespace stripefs {
 

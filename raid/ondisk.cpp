@@ -1,4 +1,4 @@
-#include "ondisk.hpp"
+#include "raid/ondisk.hpp"
 
 #include <isa-l/crc.h>
 

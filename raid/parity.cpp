@@ -1,4 +1,4 @@
-#include "parity.hpp"
+#include "raid/parity.hpp"
 
 #include <isa-l/erasure_code.h>
 #include <isa-l/raid.h>

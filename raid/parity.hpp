@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "result.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs::parity {
 

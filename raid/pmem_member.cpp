@@ -1,4 +1,4 @@
-#include "pmem_member.hpp"
+#include "raid/pmem_member.hpp"
 
 #include <fcntl.h>
 #include <libpmem2.h>

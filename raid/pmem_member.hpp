@@ -18,7 +18,7 @@
 #include <mutex>
 #include <string>
 
-#include "member.hpp"
+#include "raid/member.hpp"
 
 struct pmem2_source;
 struct pmem2_map;

@@ -1,4 +1,4 @@
-#include "stripe_locks.hpp"
+#include "raid/stripe_locks.hpp"
 
 namespace stripefs {
 

@@ -13,7 +13,7 @@
 #include <span>
 #include <vector>
 
-#include "result.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs {
 

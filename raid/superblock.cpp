@@ -1,4 +1,4 @@
-#include "superblock.hpp"
+#include "raid/superblock.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -7,8 +7,8 @@
 #include <random>
 #include <utility>
 
-#include "aligned_buffer.hpp"
-#include "ondisk.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/ondisk.hpp"
 
 namespace stripefs {
 

@@ -52,9 +52,9 @@
 #include <string>
 #include <string_view>
 
-#include "geometry.hpp"
-#include "member.hpp"
-#include "result.hpp"
+#include "raid/geometry.hpp"
+#include "raid/member.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs {
 

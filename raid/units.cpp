@@ -1,4 +1,4 @@
-#include "units.hpp"
+#include "raid/units.hpp"
 
 #include <cctype>
 #include <charconv>

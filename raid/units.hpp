@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "result.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs {
 

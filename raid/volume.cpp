@@ -1,4 +1,4 @@
-#include "volume.hpp"
+#include "raid/volume.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -6,10 +6,10 @@
 #include <map>
 #include <optional>
 
-#include "aligned_buffer.hpp"
-#include "io_batch.hpp"
-#include "log.hpp"
-#include "parity.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/io_batch.hpp"
+#include "raid/log.hpp"
+#include "raid/parity.hpp"
 
 namespace stripefs {
 

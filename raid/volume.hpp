@@ -16,14 +16,14 @@
 #include <span>
 #include <vector>
 
-#include "buffer_pool.hpp"
-#include "geometry.hpp"
-#include "level.hpp"
-#include "member.hpp"
-#include "result.hpp"
-#include "stripe_locks.hpp"
-#include "stripe_log.hpp"
-#include "write_intent.hpp"
+#include "raid/buffer_pool.hpp"
+#include "raid/geometry.hpp"
+#include "raid/level.hpp"
+#include "raid/member.hpp"
+#include "raid/result.hpp"
+#include "raid/stripe_locks.hpp"
+#include "raid/stripe_log.hpp"
+#include "raid/write_intent.hpp"
 
 namespace stripefs {
 

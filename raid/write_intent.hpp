@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "member.hpp"
+#include "raid/member.hpp"
 
 namespace stripefs {
 

@@ -1,4 +1,4 @@
-#include "bench_util.hpp"
+#include "bench/bench_util.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "file_member.hpp"
-#include "io_engine.hpp"
-#include "result.hpp"
+#include "raid/file_member.hpp"
+#include "raid/io_engine.hpp"
+#include "raid/result.hpp"
 
 namespace stripefs::bench {
 

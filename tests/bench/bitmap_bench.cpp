@@ -3,18 +3,18 @@
 //  - 4 KiB random writes into a hot working set with the bitmap in use vs the same array
 //    opened without it (alternating passes, medians);
 //  - resync after a simulated crash with 1% of the bitmap's regions dirty vs a full resync.
-#include "bitmap_bench.hpp"
+#include "bench/bitmap_bench.hpp"
 
 #include <cstdio>
 #include <random>
 
-#include "aligned_buffer.hpp"
-#include "array_bitmap.hpp"
-#include "array_journal.hpp"
-#include "bench_util.hpp"
-#include "log_format.hpp"
-#include "units.hpp"
-#include "write_intent_bitmap.hpp"
+#include "bench/bench_util.hpp"
+#include "journal/array_bitmap.hpp"
+#include "journal/array_journal.hpp"
+#include "journal/log_format.hpp"
+#include "journal/write_intent_bitmap.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/units.hpp"
 
 namespace stripefs::bench {
 

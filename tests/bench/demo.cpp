@@ -1,18 +1,18 @@
 // stripefs-bench demo: the RAID engine end to end on member files, every step verified.
-#include "demo.hpp"
+#include "bench/demo.hpp"
 
 #include <cstdio>
 #include <cstring>
 #include <random>
 
-#include "aligned_buffer.hpp"
-#include "array.hpp"
-#include "array_bitmap.hpp"
-#include "array_journal.hpp"
-#include "bench_util.hpp"
-#include "stripe_journal.hpp"
-#include "units.hpp"
-#include "write_intent_bitmap.hpp"
+#include "bench/bench_util.hpp"
+#include "journal/array_bitmap.hpp"
+#include "journal/array_journal.hpp"
+#include "journal/stripe_journal.hpp"
+#include "journal/write_intent_bitmap.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/array.hpp"
+#include "raid/units.hpp"
 
 namespace stripefs::bench {
 

@@ -2,17 +2,17 @@
 // directory index, not the kernel), fills one directory with `small` names and another with
 // `large`, and times random lookups of names that exist and of names that do not, warm and
 // after a remount (every bucket read from the volume once).
-#include "dir_bench.hpp"
+#include "bench/dir_bench.hpp"
 
 #include <sys/stat.h>
 
 #include <random>
 
-#include "bench_util.hpp"
-#include "filesystem.hpp"
-#include "make_fs.hpp"
-#include "memory_member.hpp"
-#include "units.hpp"
+#include "bench/bench_util.hpp"
+#include "fs/core/filesystem.hpp"
+#include "fs/core/make_fs.hpp"
+#include "raid/memory_member.hpp"
+#include "raid/units.hpp"
 
 namespace stripefs::bench {
 

@@ -1,17 +1,17 @@
 // stripefs-bench raid: full-stripe sequential throughput of the Volume against writing and
 // reading the very same member byte ranges directly, through the same io_uring engine and
 // the same request merging, in one run.
-#include "raid_bench.hpp"
+#include "bench/raid_bench.hpp"
 
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
 
-#include "aligned_buffer.hpp"
-#include "bench_util.hpp"
-#include "io_batch.hpp"
-#include "units.hpp"
-#include "volume.hpp"
+#include "bench/bench_util.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/io_batch.hpp"
+#include "raid/units.hpp"
+#include "raid/volume.hpp"
 
 namespace stripefs::bench {
 

@@ -2,11 +2,11 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
-#include "bitmap_bench.hpp"
-#include "demo.hpp"
-#include "dir_bench.hpp"
-#include "raid_bench.hpp"
-#include "units.hpp"
+#include "bench/bitmap_bench.hpp"
+#include "bench/demo.hpp"
+#include "bench/dir_bench.hpp"
+#include "bench/raid_bench.hpp"
+#include "raid/units.hpp"
 
 namespace {
 

@@ -1,12 +1,12 @@
-#include "array_check.hpp"
+#include "mounted/array_check.hpp"
 
 #include <cstdio>
 
-#include "array.hpp"
-#include "array_bitmap.hpp"
-#include "array_journal.hpp"
-#include "devices.hpp"
-#include "superblock.hpp"
+#include "journal/array_bitmap.hpp"
+#include "journal/array_journal.hpp"
+#include "raid/array.hpp"
+#include "raid/member_devices.hpp"
+#include "raid/superblock.hpp"
 
 namespace stripefs::test {
 
@@ -14,7 +14,7 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
     const std::vector<std::filesystem::path>& members) {
   std::vector<std::string> paths;
   for (const auto& m : members) paths.push_back(m.string());
-  auto devices = fs::open_devices(paths, "");
+  auto devices = open_devices(paths, "");
   if (!devices) return std::unexpected(devices.error().message);
   OpenOptions options;
   use_bitmap(options);
@@ -32,7 +32,7 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
 
 std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
     const std::filesystem::path& member) {
-  auto devices = fs::open_devices({member.string()}, "");
+  auto devices = open_devices({member.string()}, "");
   if (!devices) return std::unexpected(devices.error().message);
   auto sb = read_superblock(*(*devices)->members[0]);
   if (!sb) return std::unexpected(sb.error().message);

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mounted_fs.hpp"
+#include "mounted/mounted_fs.hpp"
 
 namespace stripefs::test {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <random>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

@@ -1,4 +1,4 @@
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

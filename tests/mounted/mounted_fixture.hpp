@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "mounted_fs.hpp"
+#include "mounted/mounted_fs.hpp"
 
 namespace stripefs::test {
 

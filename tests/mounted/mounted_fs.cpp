@@ -1,4 +1,4 @@
-#include "mounted_fs.hpp"
+#include "mounted/mounted_fs.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

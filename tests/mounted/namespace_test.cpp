@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <functional>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

@@ -10,7 +10,7 @@
 #include <random>
 #include <set>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

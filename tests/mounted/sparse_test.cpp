@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

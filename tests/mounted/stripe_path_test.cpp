@@ -11,8 +11,8 @@
 #include <fstream>
 #include <thread>
 
-#include "array_check.hpp"
-#include "mounted_fixture.hpp"
+#include "mounted/array_check.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "mounted_fixture.hpp"
+#include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {

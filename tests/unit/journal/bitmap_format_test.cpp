@@ -1,16 +1,16 @@
-#include "bitmap_format.hpp"
+#include "journal/bitmap_format.hpp"
 
 #include <gtest/gtest.h>
 
 #include <isa-l/crc.h>
-#include "block_test_util.hpp"
+#include "unit/block_test_util.hpp"
 
 #include <bit>
 #include <string>
 #include <vector>
 
-#include "faulty_member.hpp"
-#include "memory_member.hpp"
+#include "raid/faulty_member.hpp"
+#include "raid/memory_member.hpp"
 
 namespace stripefs {
 namespace {

@@ -1,4 +1,4 @@
-#include "journal.hpp"
+#include "journal/journal.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <random>
 #include <thread>
 
-#include "faulty_member.hpp"
-#include "test_util.hpp"
+#include "raid/faulty_member.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

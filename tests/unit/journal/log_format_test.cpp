@@ -1,9 +1,9 @@
-#include "log_format.hpp"
+#include "journal/log_format.hpp"
 
 #include <gtest/gtest.h>
 
 #include <isa-l/crc.h>
-#include "block_test_util.hpp"
+#include "unit/block_test_util.hpp"
 
 #include <array>
 #include <string>

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "array_bitmap.hpp"
-#include "array_journal.hpp"
-#include "journal.hpp"
-#include "mirrored_area.hpp"
-#include "stripe_journal.hpp"
-#include "test_util.hpp"
+#include "journal/array_bitmap.hpp"
+#include "journal/array_journal.hpp"
+#include "journal/journal.hpp"
+#include "journal/mirrored_area.hpp"
+#include "journal/stripe_journal.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

@@ -1,6 +1,6 @@
 // The write hole, closed: partial stripes go through the journal before they are written in
 // place, and replay after a crash makes every stripe consistent, even degraded.
-#include "stripe_journal.hpp"
+#include "journal/stripe_journal.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,12 +12,12 @@
 #include <map>
 #include <random>
 
-#include "array_bitmap.hpp"
-#include "array_journal.hpp"
-#include "file_member.hpp"
-#include "mirrored_area.hpp"
-#include "test_util.hpp"
-#include "write_intent_bitmap.hpp"
+#include "journal/array_bitmap.hpp"
+#include "journal/array_journal.hpp"
+#include "journal/mirrored_area.hpp"
+#include "journal/write_intent_bitmap.hpp"
+#include "raid/file_member.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

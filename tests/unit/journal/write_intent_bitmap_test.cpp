@@ -1,9 +1,9 @@
-#include "write_intent_bitmap.hpp"
+#include "journal/write_intent_bitmap.hpp"
 
 #include <gtest/gtest.h>
 
-#include "array_bitmap.hpp"
-#include "test_util.hpp"
+#include "journal/array_bitmap.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

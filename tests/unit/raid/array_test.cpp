@@ -1,8 +1,8 @@
-#include "array.hpp"
+#include "raid/array.hpp"
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

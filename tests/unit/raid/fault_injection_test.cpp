@@ -4,9 +4,9 @@
 #include <deque>
 #include <mutex>
 
-#include "array.hpp"
-#include "test_util.hpp"
-#include "volume.hpp"
+#include "raid/array.hpp"
+#include "raid/volume.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {
@@ -194,8 +194,8 @@ TEST(FaultInjection, FaultyCacheOverlaysStaleDataOverNewerFuaWrite) {
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "file_member.hpp"
-#include "io_engine.hpp"
+#include "raid/file_member.hpp"
+#include "raid/io_engine.hpp"
 
 namespace stripefs {
 namespace {

@@ -1,5 +1,5 @@
 // The real I/O path: FileMember on files, driven by an IoEngine (io_uring).
-#include "file_member.hpp"
+#include "raid/file_member.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <future>
 
-#include "test_util.hpp"
-#include "volume.hpp"
+#include "raid/volume.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

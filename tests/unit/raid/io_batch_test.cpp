@@ -1,8 +1,8 @@
-#include "io_batch.hpp"
+#include "raid/io_batch.hpp"
 
 #include <gtest/gtest.h>
 
-#include "aligned_buffer.hpp"
+#include "raid/aligned_buffer.hpp"
 
 namespace stripefs {
 namespace {

@@ -1,11 +1,11 @@
-#include "level.hpp"
+#include "raid/level.hpp"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "parity.hpp"
-#include "test_util.hpp"
+#include "raid/parity.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

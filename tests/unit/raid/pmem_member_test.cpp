@@ -1,6 +1,6 @@
 // PmemMember on an ordinary file: a page-granularity mapping, so "persist" is msync; the
 // statistics show when the member asks for durability.
-#include "pmem_member.hpp"
+#include "raid/pmem_member.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "aligned_buffer.hpp"
-#include "test_util.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

@@ -1,16 +1,16 @@
-#include "superblock.hpp"
+#include "raid/superblock.hpp"
 
 #include <gtest/gtest.h>
 
 #include <isa-l/crc.h>
-#include "block_test_util.hpp"
+#include "unit/block_test_util.hpp"
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "faulty_member.hpp"
-#include "memory_member.hpp"
+#include "raid/faulty_member.hpp"
+#include "raid/memory_member.hpp"
 
 namespace stripefs {
 namespace {

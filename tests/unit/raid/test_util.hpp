@@ -5,9 +5,9 @@
 #include <random>
 #include <vector>
 
-#include "aligned_buffer.hpp"
-#include "faulty_member.hpp"
-#include "memory_member.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/faulty_member.hpp"
+#include "raid/memory_member.hpp"
 
 namespace stripefs::test {
 

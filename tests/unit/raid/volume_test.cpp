@@ -1,11 +1,11 @@
-#include "volume.hpp"
+#include "raid/volume.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
-#include "test_util.hpp"
+#include "unit/raid/test_util.hpp"
 
 namespace stripefs {
 namespace {

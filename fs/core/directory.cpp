@@ -1,0 +1,383 @@
+// Directories: linear hashing over the directory's blocks (see format.hpp). Lookup reads one
+// bucket (rarely more: an overflow chain); a split moves half of one bucket, so no
+// operation touches more than a few blocks, however large the directory.
+#include <dirent.h>
+
+#include <algorithm>
+
+#include "fs/core/inode.hpp"
+
+namespace stripefs::fs {
+
+namespace {
+
+constexpr uint64_t kKeyMask = (uint64_t{1} << kKeyBits) - 1;
+constexpr uint64_t kSplitLoad = 64;  // entries per bucket before the next split
+
+uint64_t reverse_bits(uint64_t value, unsigned bits) {
+  uint64_t out = 0;
+  for (unsigned i = 0; i < bits; ++i) {
+    out = (out << 1) | (value & 1);
+    value >>= 1;
+  }
+  return out;
+}
+
+// Bucket of `key` and how many low key bits choose it.
+std::pair<uint64_t, unsigned> bucket_of(const DirHeader& h, uint64_t key) {
+  uint64_t b = key & ((uint64_t{1} << h.level) - 1);
+  if (b < h.split) return {key & ((uint64_t{1} << (h.level + 1)) - 1), h.level + 1};
+  return {b, h.level};
+}
+
+}  // namespace
+
+uint64_t Filesystem::name_key(std::string_view name) const {
+  uint64_t h = 0xcbf29ce484222325ull ^ sb_.hash_seed;
+  for (char c : name) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  h ^= h >> 30;  // splitmix64's finalizer spreads FNV's weak low bits
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h & kKeyMask;
+}
+
+Result<DirHeader> Filesystem::dir_header(Inode& dir) {
+  if (dir.dir) return *dir.dir;
+  auto block = map_block(dir, 0);
+  if (!block) return fail(block.error());
+  if (*block == 0) return fail(EIO, "directory {}: no header block", dir.ino);
+  auto image = meta_->read(*block);
+  if (!image) return fail(image.error());
+  auto header = decode_dir_header(*image, *block);
+  if (!header) {
+    fs_log().error("directory {}: {}", dir.ino, header.error().message);
+    return fail(EIO, "directory {}: {}", dir.ino, header.error().message);
+  }
+  dir.dir = *header;
+  return *header;
+}
+
+namespace {
+struct ChainBlock {
+  uint64_t file_block;
+  uint64_t volume_block;
+  DirBucket bucket;
+};
+}  // namespace
+
+// Every block of bucket `b`'s chain, decoded.
+static Result<std::vector<ChainBlock>> read_chain(
+    uint64_t b, const std::function<Result<uint64_t>(uint64_t)>& map, MetaStore& meta,
+    uint64_t ino) {
+  std::vector<ChainBlock> chain;
+  uint64_t file_block = 1 + b;
+  while (file_block != 0) {
+    if (chain.size() > 100000) return fail(EIO, "directory {}: bucket {}: chain loops", ino, b);
+    auto block = map(file_block);
+    if (!block) return fail(block.error());
+    if (*block == 0) {
+      return fail(EIO, "directory {}: bucket {}: file block {} is not mapped", ino, b, file_block);
+    }
+    auto image = meta.read(*block);
+    if (!image) return fail(image.error());
+    auto bucket = decode_dir_bucket(*image, *block);
+    if (!bucket) {
+      fs_log().error("directory {}: {}", ino, bucket.error().message);
+      return fail(EIO, "directory {}: {}", ino, bucket.error().message);
+    }
+    const uint64_t next = bucket->overflow;
+    chain.push_back({file_block, *block, std::move(*bucket)});
+    file_block = next;
+  }
+  return chain;
+}
+
+Result<void> Filesystem::dir_init(Inode& dir) {
+  auto header_block = ensure_block(dir, 0);
+  if (!header_block) return fail(header_block.error());
+  auto bucket_block = ensure_block(dir, 1);
+  if (!bucket_block) return fail(bucket_block.error());
+  DirHeader header;
+  encode_dir_header(header, *header_block, meta_->fresh(*header_block));
+  encode_dir_bucket(DirBucket{}, *bucket_block, meta_->fresh(*bucket_block));
+  dir.dir = header;
+  dir.disk.size = 2 * kBlockSize;
+  return {};
+}
+
+Result<std::optional<DirEntry>> Filesystem::dir_find(Inode& dir, std::string_view name) {
+  auto header = dir_header(dir);
+  if (!header) return fail(header.error());
+  const uint64_t key = name_key(name);
+  uint64_t file_block = 1 + bucket_of(*header, key).first;
+  for (int hops = 0; file_block != 0; ++hops) {
+    if (hops > 100000) return fail(EIO, "directory {}: overflow chain loops", dir.ino);
+    auto block = map_block(dir, file_block);
+    if (!block) return fail(block.error());
+    if (*block == 0) {
+      return fail(EIO, "directory {}: file block {} is not mapped", dir.ino, file_block);
+    }
+    auto image = meta_->read(*block);
+    if (!image) return fail(image.error());
+    auto found = find_in_dir_bucket(*image, *block, key, name, &file_block);
+    if (!found) {
+      fs_log().error("directory {}: {}", dir.ino, found.error().message);
+      return fail(EIO, "directory {}: {}", dir.ino, found.error().message);
+    }
+    if (*found) return found;
+  }
+  return std::optional<DirEntry>();
+}
+
+namespace {
+void write_header(MetaStore& meta, uint64_t block, const DirHeader& header) {
+  encode_dir_header(header, block, meta.modify(block));
+}
+}  // namespace
+
+Result<void> Filesystem::dir_add(Inode& dir, std::string_view name, uint64_t ino, uint8_t type) {
+  auto header = dir_header(dir);
+  if (!header) return fail(header.error());
+  auto header_block = map_block(dir, 0);
+  if (!header_block) return fail(header_block.error());
+  // Split first, so the new entry goes straight to its final bucket; a split that fails
+  // changes nothing a reader could see.
+  if (header->entries + 1 > header->buckets() * kSplitLoad) {
+    if (auto r = dir_split(dir, *header); !r) return r;
+    write_header(*meta_, *header_block, *header);
+    dir.dir = *header;
+  }
+  DirEntry entry{name_key(name), ino, type, std::string(name)};
+  const size_t need = DirBucket::entry_bytes(name.size());
+  auto map = [&](uint64_t fb) { return map_block(dir, fb); };
+  auto chain = read_chain(bucket_of(*header, entry.key).first, map, *meta_, dir.ino);
+  if (!chain) return fail(chain.error());
+  ChainBlock* room = nullptr;
+  for (ChainBlock& c : *chain) {
+    if (c.bucket.bytes() + need <= kBucketCapacity) {
+      room = &c;
+      break;
+    }
+  }
+  if (room == nullptr) {
+    // A new overflow block at the end of the chain: a released one, or the next unused
+    // (allocated before anything changes).
+    uint64_t file_block = header->free_overflow;
+    uint64_t volume_block = 0;
+    if (file_block != 0) {
+      auto mapped = map_block(dir, file_block);
+      if (!mapped) return fail(mapped.error());
+      auto image = meta_->read(*mapped);
+      if (!image) return fail(image.error());
+      auto freed = decode_dir_bucket(*image, *mapped);
+      if (!freed) return fail(EIO, "directory {}: {}", dir.ino, freed.error().message);
+      header->free_overflow = freed->overflow;
+      volume_block = *mapped;
+    } else {
+      file_block = header->next_overflow;
+      auto mapped = ensure_block(dir, file_block);
+      if (!mapped) return fail(mapped.error());
+      ++header->next_overflow;
+      volume_block = *mapped;
+      meta_->fresh(volume_block);
+    }
+    ChainBlock& last = chain->back();
+    last.bucket.overflow = file_block;
+    encode_dir_bucket(last.bucket, last.volume_block, meta_->modify(last.volume_block));
+    chain->push_back({file_block, volume_block, DirBucket{}});
+    room = &chain->back();
+  }
+  room->bucket.entries.push_back(std::move(entry));
+  encode_dir_bucket(room->bucket, room->volume_block, meta_->modify(room->volume_block));
+  ++header->entries;
+  write_header(*meta_, *header_block, *header);
+  dir.dir = *header;
+  return {};
+}
+
+// Splits bucket `split` into itself and `split + 2^level` (linear hashing). Every block it
+// needs is allocated before any is written: on ENOSPC the directory is as it was (blocks
+// allocated meanwhile stay mapped at the same file blocks, for the next attempt).
+Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
+  const uint64_t from = header.split;
+  const uint64_t to = from + (uint64_t{1} << header.level);
+  const uint64_t mask = (uint64_t{1} << (header.level + 1)) - 1;
+  auto map = [&](uint64_t fb) { return map_block(dir, fb); };
+  auto chain = read_chain(from, map, *meta_, dir.ino);
+  if (!chain) return fail(chain.error());
+  std::vector<DirEntry> stay, move;
+  for (ChainBlock& c : *chain) {
+    for (DirEntry& e : c.bucket.entries) {
+      ((e.key & mask) == from ? stay : move).push_back(std::move(e));
+    }
+  }
+  auto packed = [](std::vector<DirEntry>& entries) {
+    std::vector<DirBucket> buckets(1);
+    for (DirEntry& e : entries) {
+      if (buckets.back().bytes() + DirBucket::entry_bytes(e.name.size()) > kBucketCapacity) {
+        buckets.emplace_back();
+      }
+      buckets.back().entries.push_back(std::move(e));
+    }
+    return buckets;
+  };
+  std::vector<DirBucket> stay_buckets = packed(stay), move_buckets = packed(move);
+
+  // Blocks: the old chain's head, then its overflow blocks, then new ones.
+  auto new_head = ensure_block(dir, 1 + to);
+  if (!new_head) return fail(new_head.error());
+  std::vector<std::pair<uint64_t, uint64_t>> spare;  // (file block, volume block)
+  for (size_t i = chain->size(); i-- > 1;) {
+    spare.emplace_back((*chain)[i].file_block, (*chain)[i].volume_block);
+  }
+  const size_t overflow_needed = (stay_buckets.size() - 1) + (move_buckets.size() - 1);
+  uint64_t next = header.next_overflow;
+  while (spare.size() < overflow_needed) {
+    auto vb = ensure_block(dir, next);
+    if (!vb) return fail(vb.error());
+    spare.insert(spare.begin(), {next++, *vb});
+  }
+  header.next_overflow = next;
+
+  auto write_chain = [&](std::vector<DirBucket>& buckets, uint64_t head_vb) {
+    std::vector<std::pair<uint64_t, uint64_t>> blocks{{0, head_vb}};
+    for (size_t i = 1; i < buckets.size(); ++i) {
+      blocks.push_back(spare.back());
+      spare.pop_back();
+    }
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      buckets[i].overflow = i + 1 < buckets.size() ? blocks[i + 1].first : 0;
+      encode_dir_bucket(buckets[i], blocks[i].second, meta_->fresh(blocks[i].second));
+    }
+  };
+  write_chain(stay_buckets, chain->front().volume_block);
+  write_chain(move_buckets, *new_head);
+  for (auto [fb, vb] : spare) {  // left over: onto the free list
+    DirBucket freed;
+    freed.overflow = header.free_overflow;
+    encode_dir_bucket(freed, vb, meta_->fresh(vb));
+    header.free_overflow = fb;
+  }
+  dir.disk.size = std::max<uint64_t>(dir.disk.size, (2 + to) * kBlockSize);
+  if (++header.split == (uint64_t{1} << header.level)) {
+    ++header.level;
+    header.split = 0;
+  }
+  return {};
+}
+
+Result<void> Filesystem::dir_remove(Inode& dir, std::string_view name) {
+  auto header = dir_header(dir);
+  if (!header) return fail(header.error());
+  const uint64_t key = name_key(name);
+  auto chain = read_chain(
+      bucket_of(*header, key).first, [&](uint64_t fb) { return map_block(dir, fb); }, *meta_,
+      dir.ino);
+  if (!chain) return fail(chain.error());
+  for (size_t i = 0; i < chain->size(); ++i) {
+    ChainBlock& c = (*chain)[i];
+    auto it = std::find_if(c.bucket.entries.begin(), c.bucket.entries.end(),
+                           [&](const DirEntry& e) { return e.key == key && e.name == name; });
+    if (it == c.bucket.entries.end()) continue;
+    c.bucket.entries.erase(it);
+    if (i > 0 && c.bucket.entries.empty()) {
+      // An empty overflow block leaves the chain for the free list.
+      ChainBlock& prev = (*chain)[i - 1];
+      prev.bucket.overflow = c.bucket.overflow;
+      encode_dir_bucket(prev.bucket, prev.volume_block, meta_->modify(prev.volume_block));
+      c.bucket.overflow = header->free_overflow;
+      header->free_overflow = c.file_block;
+    }
+    encode_dir_bucket(c.bucket, c.volume_block, meta_->modify(c.volume_block));
+    --header->entries;
+    write_header(*meta_, *map_block(dir, 0), *header);
+    dir.dir = *header;
+    return {};
+  }
+  return fail(ENOENT, "no entry '{}'", name);
+}
+
+// Points an existing entry at another inode (rename over an existing name).
+Result<void> Filesystem::dir_set(Inode& dir, std::string_view name, uint64_t ino, uint8_t type) {
+  auto header = dir_header(dir);
+  if (!header) return fail(header.error());
+  const uint64_t key = name_key(name);
+  auto chain = read_chain(
+      bucket_of(*header, key).first, [&](uint64_t fb) { return map_block(dir, fb); }, *meta_,
+      dir.ino);
+  if (!chain) return fail(chain.error());
+  for (ChainBlock& c : *chain) {
+    for (DirEntry& e : c.bucket.entries) {
+      if (e.key == key && e.name == name) {
+        e.ino = ino;
+        e.type = type;
+        encode_dir_bucket(c.bucket, c.volume_block, meta_->modify(c.volume_block));
+        return {};
+      }
+    }
+  }
+  return fail(ENOENT, "no entry '{}'", name);
+}
+
+Result<bool> Filesystem::dir_empty(Inode& dir) {
+  auto header = dir_header(dir);
+  if (!header) return fail(header.error());
+  return header->entries == 0;
+}
+
+Result<void> Filesystem::readdir(uint64_t ino, uint64_t cookie, const DirFiller& add) {
+  Lock lock(mutex_);
+  auto dir = get_inode(ino);
+  if (!dir) return fail(dir.error());
+  if (!(*dir)->is_dir()) return fail(ENOTDIR, "not a directory");
+  if (cookie == 0 && !add(".", ino, DT_DIR, 1)) return {};
+  if (cookie <= 1) {
+    const uint64_t parent = (*dir)->disk.parent != 0 ? (*dir)->disk.parent : ino;
+    if (!add("..", parent, DT_DIR, 2)) return {};
+  }
+  auto header = dir_header(**dir);
+  if (!header) return fail(header.error());
+  // Positions are bit-reversed keys: every bucket is one contiguous range of them.
+  uint64_t position = cookie <= 2 ? 0 : cookie - 3 + 1;
+  const uint64_t end = uint64_t{1} << kKeyBits;
+  while (position < end) {
+    const uint64_t key = reverse_bits(position, kKeyBits);
+    auto [bucket, depth] = bucket_of(*header, key);
+    auto chain = read_chain(
+        bucket, [&](uint64_t fb) { return map_block(**dir, fb); }, *meta_, ino);
+    if (!chain) return fail(chain.error());
+    std::vector<std::pair<uint64_t, const DirEntry*>> entries;
+    for (const ChainBlock& c : *chain) {
+      for (const DirEntry& e : c.bucket.entries) {
+        const uint64_t p = reverse_bits(e.key, kKeyBits);
+        if (p >= position) entries.emplace_back(p, &e);
+      }
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < entries.size();) {
+      // Entries that share a position go out together, or not at all: a cookie between
+      // them could not say where to resume.
+      size_t j = i;
+      while (j < entries.size() && entries[j].first == entries[i].first) ++j;
+      // Should the buffer fill inside a group, the cookies before its last entry resume at
+      // the group's start: a name may then come twice, but none is lost.
+      for (size_t k = i; k < j; ++k) {
+        const DirEntry& e = *entries[k].second;
+        const uint64_t next = entries[k].first + (k + 1 == j ? 3 : 2);
+        if (!add(e.name, e.ino, e.type, next)) return {};
+      }
+      i = j;
+    }
+    const uint64_t prefix = reverse_bits(bucket, depth);
+    position = (prefix + 1) << (kKeyBits - depth);
+  }
+  return {};
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,341 @@
+// The filesystem core: inodes, extents, directories, xattrs, the daemon's buffer cache and
+// writeback, on a Volume. The FUSE layer (fuse_ops.cpp) only translates into these calls.
+//
+// Locking: one filesystem lock (mutex_) guards every in-memory structure below; it is held
+// for metadata work (which may read metadata blocks, blocking) and while a write reads the
+// rest of its partially written first and last blocks (fill_from_volume: the edges must not
+// change under it), but never across data writeback, file reads or journal commits. I/O completions
+// never take it: they queue work for the worker thread, which does. commit_mutex_ serializes
+// commits and checkpoints and is taken before mutex_.
+//
+// Stable pages: file data lives in immutable buffers. A write copies its payload once into
+// a new buffer that replaces (in the inode's cache map) whatever covered that range; a
+// buffer in flight to the members is therefore never modified, and the Volume computes
+// parity straight from it.
+#pragma once
+#include <sys/stat.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+#include "fs/core/allocator.hpp"
+#include "fs/core/data_buffers.hpp"
+#include "fs/core/format.hpp"
+#include "fs/core/meta_store.hpp"
+#include "fs/core/volume_device.hpp"
+#include "journal/journal.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/volume.hpp"
+
+namespace stripefs::fs {
+
+struct FsOptions {
+  bool read_only = false;
+  double writeback_delay_s = 5.0;           // dirty data older than this is written back
+  double commit_interval_s = 5.0;           // metadata commit period
+  uint64_t cache_bytes = 256ull << 20;      // dirty + in-flight file data
+  size_t metadata_cache_blocks = 1u << 16;  // 256 MiB of metadata blocks
+};
+
+struct Attr {
+  uint64_t ino = 0;
+  uint32_t mode = 0, nlink = 0, uid = 0, gid = 0;
+  uint64_t size = 0, blocks512 = 0, rdev = 0;
+  Timespec atime, mtime, ctime;
+  uint32_t generation = 0;
+};
+
+struct Caller {
+  uint32_t uid = 0, gid = 0;
+};
+
+// setattr's changes: each optional field is changed when set.
+struct SetAttr {
+  std::optional<uint32_t> mode, uid, gid;
+  std::optional<uint64_t> size;
+  std::optional<Timespec> atime, mtime;  // nsec == kTimeNow: now
+  static constexpr uint32_t kTimeNow = 0x3fffffff;
+};
+
+struct FsStatfs {
+  uint64_t blocks = 0, blocks_free = 0, files = 0, files_free = 0;
+  uint32_t block_size = kBlockSize, name_max = kMaxNameLength;
+};
+
+struct FsStats {
+  uint64_t bytes_copied_in = 0;       // copies of file data into the cache (the one copy)
+  uint64_t bytes_shared = 0;          // copy_file_range blocks that took the source's buffer
+  uint64_t edge_fill_bytes = 0;       // extra reads to complete partially written blocks
+  uint64_t writeback_bytes = 0;       // data handed to the Volume
+  uint64_t writeback_done_bytes = 0;  // ... and written
+  uint64_t writebacks = 0;
+  uint64_t full_stripe_writebacks = 0;  // started because a full stripe was dirty
+};
+
+// A reply to read(): the bytes live in `buffers`; fragments are in file order.
+struct ReadReply {
+  std::vector<std::shared_ptr<AlignedBuffer>> buffers;
+  std::vector<std::span<const std::byte>> fragments;
+  size_t size() const {
+    size_t n = 0;
+    for (auto f : fragments) n += f.size();
+    return n;
+  }
+};
+
+class Filesystem {
+ public:
+  // Opens the filesystem on `volume` (which must outlive it): replays the metadata journal,
+  // loads the bitmaps, marks the superblock mounted. Refuses a damaged superblock or
+  // journal, naming the block and field.
+  static Result<std::unique_ptr<Filesystem>> mount(Volume& volume, FsOptions options);
+  ~Filesystem();
+  // Writes back every buffer, commits, checkpoints and marks the superblock clean.
+  Result<void> unmount();
+
+  const FsSuperblock& superblock() const { return sb_; }
+  FsStats stats() const;
+  MetaStats meta_stats() const { return meta_->stats(); }
+
+  // ---- namespace ----
+  Result<Attr> lookup(uint64_t parent, std::string_view name);  // counts a lookup
+  void forget(uint64_t ino, uint64_t lookups);
+  Result<Attr> getattr(uint64_t ino);
+  Result<Attr> setattr(uint64_t ino, const SetAttr& change);
+  Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
+                     const Caller& caller);  // regular files, fifos, sockets, devices, dirs
+  Result<Attr> symlink(uint64_t parent, std::string_view name, std::string_view target,
+                       const Caller& caller);
+  Result<std::string> readlink(uint64_t ino);
+  Result<Attr> link(uint64_t ino, uint64_t parent, std::string_view name);
+  Result<void> unlink(uint64_t parent, std::string_view name);
+  Result<void> rmdir(uint64_t parent, std::string_view name);
+  static constexpr unsigned kRenameNoReplace = 1, kRenameExchange = 2;
+  Result<void> rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                      std::string_view new_name, unsigned flags);
+  // Calls `add(name, ino, dtype, next_cookie)` from `cookie` on until it returns false.
+  // Cookies: 0 start, 1 after ".", 2 after "..", then entry keys + 3.
+  using DirFiller =
+      std::function<bool(std::string_view name, uint64_t ino, uint8_t type, uint64_t next)>;
+  Result<void> readdir(uint64_t ino, uint64_t cookie, const DirFiller& add);
+
+  // ---- files ----
+  Result<void> open(uint64_t ino);
+  void release(uint64_t ino);
+  // Reads [offset, offset + size) and calls `done` once with the reply: at once for what
+  // the cache holds, from the volume's completion for the rest. `done` must not take the
+  // filesystem's lock (it may run on a member's completion thread). It never blocks on
+  // member I/O itself, except to load an inode or extents not yet cached.
+  using ReadDone = std::function<void(Result<ReadReply>)>;
+  void read(uint64_t ino, uint64_t offset, size_t size, ReadDone done);
+  Result<ReadReply> read(uint64_t ino, uint64_t offset, size_t size);  // blocking
+  // Returns once every read started has replied: before the FUSE session goes.
+  void wait_reads();
+  // Copies `size` bytes of payload with `copy(dest)` (the only copy of the data) at `offset`.
+  using CopyIn = std::function<Result<void>(std::span<std::byte> dest)>;
+  Result<size_t> write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy);
+  // Whole blocks at a block-aligned `offset` whose data is `buffer`'s from `buffer_offset`:
+  // the buffer (immutable, as every cached one) joins the file's cache as it is, uncopied.
+  Result<size_t> write_shared(uint64_t ino, uint64_t offset, size_t size,
+                              std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset);
+  Result<void> fsync(uint64_t ino, bool data_only);
+  Result<void> fallocate(uint64_t ino, int mode, uint64_t offset, uint64_t length);
+  Result<uint64_t> lseek(uint64_t ino, uint64_t offset, int whence);
+  Result<size_t> copy_file_range(uint64_t in, uint64_t in_offset, uint64_t out, uint64_t out_offset,
+                                 size_t length);
+  Result<void> sync();  // everything: data, then metadata commit
+
+  // ---- xattrs ----
+  Result<void> setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags);
+  Result<std::string> getxattr(uint64_t ino, std::string_view name);
+  Result<std::vector<std::string>> listxattr(uint64_t ino);
+  Result<void> removexattr(uint64_t ino, std::string_view name);
+
+  FsStatfs statfs();
+
+ private:
+  struct Inode;
+  struct CachedRange;
+  struct WritebackJob;
+  using Lock = std::unique_lock<std::mutex>;
+
+  Filesystem(Volume& volume, FsOptions options, FsSuperblock sb);
+  Result<void> start();
+
+  // inodes (inode_table.cpp)
+  Result<Inode*> get_inode(uint64_t ino);
+  Result<Inode*> new_inode(uint32_t mode, const Caller& caller, uint64_t parent);
+  void dirty(Inode& inode);  // its disk fields or extents changed: stored at the next commit
+  Result<void> store_inode(Inode& inode);  // into its table block (at commit)
+  uint64_t size_to_store(const Inode& inode) const;
+  void restore_size_later(Inode& inode);  // dirty again if stored short of its size
+  void maybe_evict(Inode& inode, Lock& lock);
+  Result<void> destroy_inode(Inode& inode, Lock& lock);
+  Attr attr_of(const Inode& inode) const;
+  static Timespec now();
+
+  // extents (extent_map.cpp)
+  Result<void> load_extents(Inode& inode);
+  Result<void> store_extents(Inode& inode);
+  Result<uint64_t> map_block(Inode& inode, uint64_t file_block);     // 0: hole
+  Result<uint64_t> ensure_block(Inode& inode, uint64_t file_block);  // metadata files
+  void insert_extent(Inode& inode, Extent extent);
+  Result<void> free_range(Inode& inode, uint64_t first, uint64_t end);  // file blocks
+  // Blocks freed or allocated in one step of an operation done in steps: what an eighth of
+  // the journal's bitmap blocks cover (plus one, for a run that straddles two).
+  uint64_t step_blocks() const;
+  // free_range in steps that each fit a transaction, committing in between: for ranges of
+  // any size (a truncate of many TiB). The lock is released while committing.
+  Result<void> free_range_in_steps(Inode& inode, uint64_t first, uint64_t end, Lock& lock);
+  // After a crash in the middle of free_range_in_steps: the written extents left past a
+  // regular file's size are freed (unwritten ones are preallocations, and stay).
+  Result<void> free_past_eof(Inode& inode, Lock& lock);
+  void wait_in_steps(Inode& inode, Lock& lock);
+  // The inode is in steps for the guard's life (wait_in_steps first); on the way out the
+  // mark goes and waiters wake.
+  class InSteps {
+   public:
+    InSteps(Filesystem& fs, Inode& inode, Lock& lock);
+    ~InSteps();
+    InSteps(const InSteps&) = delete;
+    InSteps& operator=(const InSteps&) = delete;
+
+   private:
+    Filesystem& fs_;
+    Inode& inode_;
+  };
+  Result<void> free_unlinked(Inode& inode, Lock& lock);
+  Result<void> destroy_inode_in_steps(Inode& inode, Lock& lock);
+  void free_blocks(uint64_t first, uint64_t count);
+
+  // directories (directory.cpp)
+  uint64_t name_key(std::string_view name) const;
+  Result<void> dir_init(Inode& dir);
+  Result<std::optional<DirEntry>> dir_find(Inode& dir, std::string_view name);
+  Result<void> dir_add(Inode& dir, std::string_view name, uint64_t ino, uint8_t type);
+  Result<void> dir_remove(Inode& dir, std::string_view name);
+  Result<void> dir_set(Inode& dir, std::string_view name, uint64_t ino, uint8_t type);
+  Result<DirHeader> dir_header(Inode& dir);
+  Result<uint64_t> dir_bucket_block(Inode& dir, const DirHeader& header, uint64_t key);
+  Result<void> dir_split(Inode& dir, DirHeader& header);
+  Result<bool> dir_empty(Inode& dir);
+
+  // file data (file_data.cpp)
+  Result<void> fill_from_volume(Inode& inode, uint64_t offset, std::span<std::byte> dest,
+                                Lock& lock);
+  void insert_range(Inode& inode, uint64_t offset, uint64_t length,
+                    std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset);
+  // Drops cached data of [offset, end); with `release`, dirty unallocated blocks give back
+  // their reservation (not when new data replaces them at once).
+  void drop_ranges(Inode& inode, uint64_t offset, uint64_t end, bool release = true);
+  Result<void> start_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
+  Result<void> writeback_inode(Inode& inode, Lock& lock);  // starts, then waits
+  void writeback_done(std::shared_ptr<WritebackJob> job, Result<void> result);
+  void wait_writeback(Inode& inode, Lock& lock);
+  Result<void> truncate(Inode& inode, uint64_t size, Lock& lock);
+  void maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
+  void throttle(Lock& lock);
+  Result<void> reserve_delalloc(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
+  template <class F>
+  void for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f);
+  Result<void> ensure_space(uint64_t blocks, Lock& lock);  // commits and checkpoints to find it
+  Lock change_lock();  // the lock, after committing a running transaction grown large
+  // write() and write_shared() share these three.
+  Result<bool> start_write(uint64_t ino, uint64_t offset, size_t size, Lock& lock);
+  Result<void> admit_write(Inode& inode, uint64_t begin, uint64_t end, Lock& lock);
+  void place_write(Inode& inode, uint64_t begin, uint64_t length,
+                   std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset, uint64_t file_end,
+                   Lock& lock);
+  // With the lock held: commits (releasing the lock meanwhile) while the running
+  // transaction is past a quarter of the journal.
+  Result<void> commit_while_large(Lock& lock);
+  Result<std::shared_ptr<AlignedBuffer>> zero_range_in_cache(Inode& inode, uint64_t offset,
+                                                             uint64_t end, Lock& lock);
+  void split_extent_at(Inode& inode, uint64_t file_block);
+  void settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written);
+  uint64_t start_read_locked();      // with mutex_: the read's epoch, counted active
+  void finish_read(uint64_t epoch);  // without mutex_ (it may be held by another thread)
+  void release_checkpointed();
+
+  // commit and background work (commit.cpp)
+  Result<void> commit();
+  Result<void> commit_locked_steps();
+  Result<void> checkpoint();
+  void worker_loop();
+  void post(std::function<void()> task);
+  Result<void> check_writable() const;
+  Result<void> write_superblock(FsState state);
+  Result<void> free_orphans();
+  void fail_filesystem(const Error& why);
+
+  // xattrs (xattr.cpp)
+  Result<std::vector<Xattr>> load_xattrs(Inode& inode);
+  Result<void> store_xattrs(Inode& inode, const std::vector<Xattr>& attrs);
+
+  Volume& volume_;
+  FsOptions options_;
+  FsSuperblock sb_;
+  std::unique_ptr<VolumeDevice> journal_device_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<MetaStore> meta_;
+  std::unique_ptr<BitmapAllocator> blocks_;
+  std::unique_ptr<BitmapAllocator> inodes_;
+
+  std::mutex commit_mutex_;  // taken before mutex_
+  mutable std::mutex mutex_;
+  std::condition_variable writeback_cv_;  // with mutex_: writebacks finished
+  std::unordered_map<uint64_t, std::unique_ptr<Inode>> inode_cache_;
+  std::unordered_set<uint64_t> dirty_inodes_;  // to store into their table blocks at commit
+  uint64_t cached_bytes_ = 0;  // bytes of file data in cache maps (dirty and in flight)
+  // Frees become reusable once a checkpoint covers them and every read that might still use
+  // an older mapping (one that started before that checkpoint) is done.
+  // Reads are counted in atomics, not under a lock of their own: eight FUSE workers taking
+  // one twice per 4 KiB read made a tenth of them sleep on it. A read of epoch e counts in
+  // slot e % kReadEpochSlots; checkpoint() keeps at most that many epochs with reads in
+  // flight, so no two share a slot.
+  static constexpr size_t kReadEpochSlots = 64;
+  uint64_t epoch_ = 0;  // checkpoints so far; changed under mutex_
+  std::array<std::atomic<uint64_t>, kReadEpochSlots> reads_in_flight_{};
+  uint64_t oldest_read_epoch_ = 0;  // under mutex_: no read of an older epoch is in flight
+  std::atomic<bool> releases_waiting_{false};           // releases_ is not empty
+  std::atomic<uint64_t> reads_finishing_{0};            // reads not yet out of finish_read()
+  std::deque<std::pair<uint64_t, uint64_t>> releases_;  // (epoch, transaction) waiting
+  uint64_t next_job_ = 1;
+  uint64_t delalloc_reserved_ = 0;  // blocks promised to dirty data not yet allocated
+  uint64_t metadata_reserve_ = 0;   // blocks only metadata may take (commits must not fail)
+  std::optional<Error> failed_;
+  FsStats stats_;
+
+  std::shared_ptr<DataBuffers> buffers_ = DataBuffers::create(64u << 20);
+
+  // The submitter hands writeback jobs to the Volume, off the filesystem lock and off the
+  // FUSE threads (on memory members the Volume copies and computes parity right there).
+  std::thread submitter_;
+  std::mutex submit_mutex_;
+  std::condition_variable submit_cv_;
+  std::deque<std::function<void()>> submits_;
+  bool submit_stopping_ = false;
+  void submit_loop();
+  void stop_threads();
+
+  // The worker: completions, the writeback timer, the commit timer.
+  std::thread worker_;
+  std::mutex work_mutex_;
+  std::condition_variable work_cv_;
+  std::vector<std::function<void()>> work_;
+  bool stopping_ = false;
+  bool draining_ = false;  // being destroyed without an unmount: no new writeback starts
+};
+
+}  // namespace stripefs::fs

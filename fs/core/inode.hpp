@@ -1,0 +1,80 @@
+// The in-memory inode (private to the filesystem core).
+#pragma once
+#include <map>
+#include "fs/core/filesystem.hpp"
+#include "fs/core/fs_log.hpp"
+#include "fs/core/interval_set.hpp"
+
+namespace stripefs::fs {
+
+// A file-block mapping in memory. `pending`: allocated for data still in flight, so not yet
+// on disk (a commit leaves it out: ordered mode).
+struct MemExtent {
+  Extent extent;
+  bool pending = false;
+};
+
+// Whether b continues a (file and volume blocks both contiguous, same state) and the two
+// fit in one extent.
+inline bool mergeable(const MemExtent& a, const MemExtent& b) {
+  return a.pending == b.pending && a.extent.unwritten == b.extent.unwritten &&
+         a.extent.logical_end() == b.extent.logical &&
+         a.extent.physical + a.extent.length == b.extent.physical &&
+         uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength;
+}
+
+// A range of a file's data in the cache: [offset, offset + length) of the file is
+// buffer[buffer_offset, ...). Buffers are immutable once inserted.
+struct Filesystem::CachedRange {
+  uint64_t length = 0;
+  std::shared_ptr<AlignedBuffer> buffer;
+  size_t buffer_offset = 0;
+  bool in_flight = false;  // handed to writeback: the job holds the buffer
+  uint64_t job = 0;        // the writeback job it went out with
+  uint64_t since = 0;      // monotonic ns when it became dirty
+};
+
+struct Filesystem::Inode {
+  uint64_t ino = 0;
+  DiskInode disk;
+  bool dirty = false;  // disk fields changed since the last store
+  // The size in the inode table. A file's size is stored only as far as its data has been
+  // written back (size_to_store), so a crash leaves a prefix of what was written rather than
+  // a file of the full size with holes where unwritten data was.
+  uint64_t stored_size = 0;
+  uint64_t lookups = 0;
+  uint32_t opens = 0;
+  bool extents_loaded = false;
+  bool extents_dirty = false;
+  std::map<uint64_t, MemExtent> extents;  // by first file block
+  std::vector<uint64_t> tree_blocks;      // on-disk extent tree blocks (freed when rewritten)
+  std::map<uint64_t, CachedRange> cache;  // by file offset; block-aligned, non-overlapping
+  uint64_t dirty_bytes = 0;               // in `cache`, not in flight
+  unsigned writebacks = 0;                // jobs in flight
+  // File blocks of dirty data that have no volume blocks yet, each promised one (counted in
+  // delalloc_reserved_): so writeback never meets ENOSPC after write() said yes.
+  IntervalSet delalloc;
+  // File blocks a writeback job has in flight. Newer data for them waits until the job is
+  // done (writeback_deferred): two jobs for one block could land in either order.
+  IntervalSet inflight;
+  bool writeback_deferred = false;
+  // Blocks are being freed or allocated in steps, with commits (and the lock released) in
+  // between: writers, truncates, opens and eviction wait (wait_in_steps).
+  bool in_steps = false;
+  std::optional<DirHeader> dir;  // cached directory header
+
+  bool is_dir() const { return (disk.mode & S_IFMT) == S_IFDIR; }
+  bool is_reg() const { return (disk.mode & S_IFMT) == S_IFREG; }
+  bool is_symlink() const { return (disk.mode & S_IFMT) == S_IFLNK; }
+};
+
+uint64_t monotonic_ns();
+
+}  // namespace stripefs::fs
+
+namespace stripefs::fs {
+inline void Filesystem::dirty(Inode& inode) {
+  inode.dirty = true;
+  dirty_inodes_.insert(inode.ino);
+}
+}  // namespace stripefs::fs

@@ -1,0 +1,196 @@
+#include "fs/core/meta_store.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+
+namespace stripefs::fs {
+
+Result<void> wait_volume(const std::function<void(Volume::Callback)>& start) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  Result<void> result;
+  start([&](Result<void> r) {
+    std::lock_guard lock(m);
+    result = std::move(r);
+    finished = true;
+    cv.notify_one();
+  });
+  std::unique_lock lock(m);
+  cv.wait(lock, [&] { return finished; });
+  return result;
+}
+
+MetaStore::MetaStore(Volume& volume, Journal& journal, size_t cache_limit_blocks)
+    : volume_(volume), journal_(journal), cache_limit_(cache_limit_blocks) {}
+
+Result<std::span<std::byte, kBlockSize>> MetaStore::read(uint64_t block) {
+  if (auto it = cache_.find(block); it != cache_.end()) {
+    return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
+  }
+  AlignedBuffer image(kBlockSize);
+  BlockImage committed;
+  {
+    std::lock_guard lock(images_mutex_);
+    if (auto it = committing_.find(block); it != committing_.end()) {
+      committed = it->second;
+    } else if (auto it2 = images_.find(block); it2 != images_.end()) {
+      committed = it2->second;
+    }
+  }
+  if (committed) {
+    std::memcpy(image.data(), committed->data(), kBlockSize);
+  } else {
+    if (auto r = volume_.read(block * kBlockSize, image.span()); !r) {
+      return fail(r.error().code, "metadata block {}: {}", block, r.error().message);
+    }
+    ++stats_.block_reads;
+  }
+  auto [it, inserted] = cache_.emplace(block, Cached{std::move(image)});
+  return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
+}
+
+std::span<std::byte, kBlockSize> MetaStore::modify(uint64_t block) {
+  auto image = read(block);
+  if (!image) {
+    if (!failed_) failed_ = image.error();
+    return std::span<std::byte, kBlockSize>(scratch_.data(), kBlockSize);
+  }
+  dirty_[block] = true;
+  return *image;
+}
+
+std::span<std::byte, kBlockSize> MetaStore::fresh(uint64_t block) {
+  auto it = cache_.find(block);
+  if (it == cache_.end()) {
+    it = cache_.emplace(block, Cached{AlignedBuffer(kBlockSize)}).first;
+  }
+  it->second.image.zero();
+  dirty_[block] = true;
+  return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
+}
+
+void MetaStore::forget(uint64_t block) {
+  if (dirty_.contains(block)) return;  // goes out with its transaction; harmless
+  cache_.erase(block);
+}
+
+// Drops clean blocks once the cache is over its limit. Dirty blocks stay until committed.
+void MetaStore::trim() {
+  if (cache_.size() < cache_limit_) return;
+  size_t to_drop = cache_.size() - cache_limit_ / 2;
+  for (auto it = cache_.begin(); it != cache_.end() && to_drop > 0;) {
+    if (dirty_.contains(it->first) || pinned_.contains(it->first)) {
+      ++it;
+    } else {
+      it = cache_.erase(it);
+      --to_drop;
+    }
+  }
+}
+
+MetaStore::Snapshot MetaStore::take_snapshot() {
+  Snapshot snapshot;
+  snapshot.transaction = running_++;
+  snapshot.blocks.reserve(dirty_.size());
+  for (const auto& [block, unused] : dirty_) {
+    auto image = std::make_shared<AlignedBuffer>(kBlockSize);
+    std::memcpy(image->data(), cache_.at(block).image.data(), kBlockSize);
+    snapshot.blocks.emplace_back(block, std::move(image));
+  }
+  dirty_.clear();
+  std::lock_guard lock(images_mutex_);
+  for (const auto& [block, image] : snapshot.blocks) committing_[block] = image;
+  return snapshot;
+}
+
+Result<uint64_t> MetaStore::write_snapshot(const Snapshot& snapshot) {
+  // Ordered mode: data written before this commit must be durable before the metadata
+  // that points at it can be replayed.
+  if (auto r = volume_.flush(); !r) return fail(r.error());
+  if (snapshot.blocks.empty()) return 0;
+  std::vector<JournalBlock> blocks;
+  blocks.reserve(snapshot.blocks.size());
+  for (const auto& [block, image] : snapshot.blocks) blocks.push_back({block, image->span()});
+  auto sequence = journal_.commit(std::move(blocks));
+  if (!sequence && sequence.error().code == ENOSPC) {
+    // The log is full of transactions already home-written or waiting: checkpoint them.
+    if (auto r = checkpoint(); !r) return fail(r.error());
+    std::vector<JournalBlock> again;
+    for (const auto& [block, image] : snapshot.blocks) again.push_back({block, image->span()});
+    sequence = journal_.commit(std::move(again));
+  }
+  return sequence;
+}
+
+void MetaStore::committed(const Snapshot& snapshot, uint64_t sequence) {
+  if (snapshot.blocks.empty()) return;
+  std::lock_guard lock(images_mutex_);
+  for (const auto& [block, image] : snapshot.blocks) {
+    images_[block] = image;
+    if (auto it = committing_.find(block); it != committing_.end() && it->second == image) {
+      committing_.erase(it);
+    }
+  }
+  last_sequence_ = sequence;
+  last_transaction_ = snapshot.transaction;
+  ++stats_.commits;
+  stats_.committed_blocks += snapshot.blocks.size();
+}
+
+bool MetaStore::checkpoint_due() const {
+  std::lock_guard lock(images_mutex_);
+  return !images_.empty() &&
+         (journal_.used_blocks() * 2 > journal_.capacity_blocks() || images_.size() > 8192);
+}
+
+Result<uint64_t> MetaStore::checkpoint() {
+  std::vector<std::pair<uint64_t, BlockImage>> images;
+  uint64_t sequence = 0, transaction = 0;
+  {
+    std::lock_guard lock(images_mutex_);
+    images.assign(images_.begin(), images_.end());
+    sequence = last_sequence_;
+    transaction = last_transaction_;
+  }
+  if (images.empty()) return transaction;
+  std::sort(images.begin(), images.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Contiguous blocks go out as one request of several pieces.
+  constexpr size_t kBatch = 256;
+  for (size_t i = 0; i < images.size(); i += kBatch) {
+    std::vector<VolumePiece> pieces;
+    for (size_t j = i; j < std::min(images.size(), i + kBatch); ++j) {
+      pieces.push_back({images[j].first * kBlockSize, images[j].second->span()});
+    }
+    auto written =
+        wait_volume([&](Volume::Callback done) { volume_.write(std::move(pieces), done); });
+    if (!written) return fail(written.error());
+  }
+  if (auto r = volume_.flush(); !r) return fail(r.error());
+  if (auto r = journal_.checkpoint(sequence); !r) return fail(r.error());
+  std::lock_guard lock(images_mutex_);
+  for (const auto& [block, image] : images) {
+    if (auto it = images_.find(block); it != images_.end() && it->second == image) {
+      images_.erase(it);
+    }
+  }
+  ++stats_.checkpoints;
+  stats_.checkpointed_blocks += images.size();
+  return transaction;
+}
+
+MetaStats MetaStore::stats() const {
+  MetaStats s;
+  {
+    std::lock_guard lock(images_mutex_);
+    s = stats_;
+  }
+  const JournalStats j = journal_.stats();
+  s.journal_blocks_written = j.blocks_written;
+  s.journal_padding_blocks = j.padding_blocks;
+  return s;
+}
+
+}  // namespace stripefs::fs

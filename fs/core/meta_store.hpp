@@ -1,0 +1,111 @@
+// The metadata block cache and its transactions, over the metadata journal.
+//
+// Metadata blocks are changed only in memory, inside the running transaction; a commit
+// writes the images of every block the transaction changed to the journal (after a volume
+// flush, so the data those blocks point at is durable first: ordered mode), and a checkpoint
+// later writes the committed images to their home blocks and releases the journal space. A
+// crash therefore leaves the metadata as of some commit, never half of one.
+//
+// Not thread-safe except where noted: the filesystem calls it under its lock, and runs the
+// commit and checkpoint I/O steps (write_snapshot, checkpoint) outside that lock, one at a
+// time (under its commit lock).
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+#include "fs/core/format.hpp"
+#include "journal/journal.hpp"
+#include "raid/aligned_buffer.hpp"
+#include "raid/volume.hpp"
+
+namespace stripefs::fs {
+
+using BlockImage = std::shared_ptr<AlignedBuffer>;
+
+// Starts an asynchronous Volume call with `start(callback)` and waits for the callback.
+// Blocking: never from a completion.
+Result<void> wait_volume(const std::function<void(Volume::Callback)>& start);
+
+struct MetaStats {
+  uint64_t commits = 0;
+  uint64_t committed_blocks = 0;
+  uint64_t checkpoints = 0;
+  uint64_t checkpointed_blocks = 0;
+  uint64_t block_reads = 0;
+  uint64_t journal_blocks_written = 0;  // descriptors, images, commits and padding
+  uint64_t journal_padding_blocks = 0;  // written to end commits on a stripe boundary
+};
+
+class MetaStore {
+ public:
+  MetaStore(Volume& volume, Journal& journal, size_t cache_limit_blocks);
+
+  // The cached image of `block`, read from the volume on a miss (blocking). Nothing is
+  // evicted except by trim(), so the span stays valid for the whole operation.
+  Result<std::span<std::byte, kBlockSize>> read(uint64_t block);
+  // The image of `block` for changing: it joins the running transaction. Read through on a
+  // miss; should that read fail, failed() says so and the next commit refuses.
+  std::span<std::byte, kBlockSize> modify(uint64_t block);
+  // Drops clean blocks down to half the cache limit. Call between operations only.
+  void trim();
+  const std::optional<Error>& failed() const { return failed_; }
+  // A newly allocated metadata block: zeroed, in the running transaction, never read.
+  std::span<std::byte, kBlockSize> fresh(uint64_t block);
+  // Keeps `block` cached for good (allocation bitmaps: changed often, never re-read).
+  void pin(uint64_t block) { pinned_.insert(block); }
+  // The block was freed: its cached image goes (it may become file data).
+  void forget(uint64_t block);
+
+  size_t dirty_blocks() const { return dirty_.size(); }
+  // The running transaction's number: frees made now are safe to reuse once a checkpoint
+  // covers it.
+  uint64_t running() const { return running_; }
+
+  struct Snapshot {
+    uint64_t transaction = 0;
+    std::vector<std::pair<uint64_t, BlockImage>> blocks;
+  };
+  // Copies the running transaction's blocks and starts the next transaction.
+  Snapshot take_snapshot();
+  // Without the filesystem lock: flushes the volume, then commits the images to the journal.
+  Result<uint64_t> write_snapshot(const Snapshot& snapshot);
+  // Under the lock again: the images wait for the checkpoint (reads see them meanwhile).
+  void committed(const Snapshot& snapshot, uint64_t sequence);
+  // Without the filesystem lock: writes every committed image home, flushes, and releases
+  // the journal. Returns the last transaction it covers (frees made in it may be reused).
+  Result<uint64_t> checkpoint();
+  bool checkpoint_due() const;
+
+  MetaStats stats() const;
+
+ private:
+  struct Cached {
+    AlignedBuffer image;
+  };
+  Volume& volume_;
+  Journal& journal_;
+  size_t cache_limit_;
+  std::unordered_map<uint64_t, Cached> cache_;
+  std::unordered_set<uint64_t> pinned_;
+  std::map<uint64_t, bool> dirty_;  // blocks of the running transaction (sorted for I/O)
+  uint64_t running_ = 1;
+
+  // Committed images not yet home; shared with the checkpoint, which runs without the
+  // filesystem lock.
+  mutable std::mutex images_mutex_;
+  std::unordered_map<uint64_t, BlockImage> images_;
+  // Images of the commit in flight: readable (they are newer than home), but not yet in
+  // images_, which a checkpoint may write home only once they are durable in the journal.
+  std::unordered_map<uint64_t, BlockImage> committing_;
+  std::optional<Error> failed_;
+  AlignedBuffer scratch_{kBlockSize};  // what modify() hands out after a failed read
+  uint64_t last_sequence_ = 0;
+  uint64_t last_transaction_ = 0;
+  MetaStats stats_;
+};
+
+}  // namespace stripefs::fs

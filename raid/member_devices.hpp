@@ -1,0 +1,33 @@
+// Opening an array's member devices (and its journal device) for the executables.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+#include "raid/file_member.hpp"
+#include "raid/io_engine.hpp"
+
+namespace stripefs {
+
+struct Devices {
+  std::unique_ptr<IoEngine> engine;
+  std::vector<std::unique_ptr<FileMember>> members;
+  std::unique_ptr<FileMember> journal;  // the stripe journal's device, when there is one
+  std::vector<int> locks;               // flock()ed descriptors, one per device
+  ~Devices();
+  std::vector<Member*> member_pointers() const;
+};
+
+// Device arguments as users write them: several paths, or one joined by ':' (the form
+// /etc/fstab and mount.fuse3 pass as the source).
+std::vector<std::string> split_device_list(const std::vector<std::string>& args);
+
+// Opens every path exclusively: a device another stripefs process holds is refused, so two
+// daemons never drive one array. `journal` may be empty.
+Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& paths,
+                                              const std::string& journal);
+
+// The block devices (from /proc/partitions) that carry a member superblock of the array
+// `uuid`: how UUID=... sources find their members.
+Result<std::vector<std::string>> find_array_members(const std::string& uuid);
+
+}  // namespace stripefs
