@@ -15,7 +15,6 @@ namespace {
 namespace bl = bitmap_layout;
 
 using Block = std::span<std::byte, kBitmapHeaderSize>;
-using ConstBlock = std::span<const std::byte, kBitmapHeaderSize>;
 
 constexpr uint64_t kMinRegionSize = 4096;
 constexpr uint64_t kDefaultMinRegionSize = uint64_t{2} << 20;
@@ -25,16 +24,10 @@ constexpr uint64_t kBitsBlock = 4096;
 using ondisk::get_le;
 using ondisk::put_le;
 
-void put_uuid(Block out, size_t offset, const Uuid& uuid) {
-  ondisk::put_bytes(out, offset, uuid);
-}
-Uuid get_uuid(ConstBlock in, size_t offset) {
-  return ondisk::get_bytes<16>(in, offset);
-}
+using ondisk::get_uuid;
+using ondisk::put_uuid;
 
-uint32_t checksum(ConstBlock in) {
-  return ondisk::crc32c(in.first(bl::kChecksum));
-}
+constexpr ondisk::Sealed kSealed{bl::kMagic, kBitmapMagic, bl::kChecksum};
 
 constexpr uint64_t div_ceil(uint64_t a, uint64_t b) {
   return a / b + (a % b != 0);  // no overflow, unlike (a + b - 1) / b
@@ -107,22 +100,15 @@ void encode_bitmap_header(const BitmapHeader& header, std::span<std::byte, kBitm
   put_le(out, bl::kDataSize, header.data_size);
   put_le(out, bl::kFlags, header.flags);
   put_le(out, bl::kDaemonSleepMs, header.daemon_sleep_ms);
-  put_le(out, bl::kChecksum, checksum(out));
+  ondisk::seal(out, bl::kChecksum);
 }
 
 Result<BitmapHeader> decode_bitmap_header(std::span<const std::byte, kBitmapHeaderSize> in,
                                           std::string_view where, const Uuid& expected_array_uuid) {
   // Magic first, so an area never written is reported as such, not as damaged.
-  const auto magic = get_le<uint32_t>(in, bl::kMagic);
-  if (magic != kBitmapMagic) {
-    return fail(ENODATA, "member {}: bitmap magic 0x{:08x} is not 0x{:08x} (no stripefs bitmap)",
-                where, magic, kBitmapMagic);
-  }
-  const auto stored = get_le<uint32_t>(in, bl::kChecksum);
-  const uint32_t computed = checksum(in);
-  if (stored != computed) {
-    return fail(EUCLEAN, "member {}: bitmap checksum mismatch (stored 0x{:08x}, computed 0x{:08x})",
-                where, stored, computed);
+  if (auto sealed = ondisk::check_sealed(in, kSealed, fmt::format("member {}", where), "bitmap");
+      !sealed) {
+    return fail(sealed.error());
   }
   const auto major = get_le<uint16_t>(in, bl::kVersionMajor);
   const auto minor = get_le<uint16_t>(in, bl::kVersionMinor);

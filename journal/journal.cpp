@@ -1,11 +1,11 @@
 #include "journal/journal.hpp"
 
 #include <cstring>
-#include <future>
 #include <optional>
 
 #include "journal/journal_log.hpp"
 #include "raid/io_batch.hpp"
+#include "raid/wait.hpp"
 
 namespace stripefs {
 
@@ -247,10 +247,9 @@ void Journal::commit(std::vector<JournalBlock> blocks, std::function<void(Result
 }
 
 Result<uint64_t> Journal::commit(std::vector<JournalBlock> blocks) {
-  std::promise<Result<uint64_t>> promise;
-  auto future = promise.get_future();
-  commit(std::move(blocks), [&promise](Result<uint64_t> r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<Result<uint64_t>>([&](std::function<void(Result<uint64_t>)> done) {
+    commit(std::move(blocks), std::move(done));
+  });
 }
 
 // With mutex_ held: every pending transaction that fits goes into one batch; those refused

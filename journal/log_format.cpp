@@ -25,12 +25,10 @@ using ondisk::put_le;
 static_assert(jd::kMagic == jc::kMagic && jd::kSequence == jc::kSequence &&
               jd::kCount == jc::kCount);
 
-uint32_t checksum(ConstBlock in) {
-  return ondisk::crc32c(in.first(jl::kChecksum));
-}
+constexpr ondisk::Sealed kSealed{jsb::kMagic, kJournalSuperblockMagic, jl::kChecksum};
 
 void seal(Block out) {
-  put_le(out, jl::kChecksum, checksum(out));
+  ondisk::seal(out, jl::kChecksum);
 }
 
 // The checks a descriptor and a commit block share, in the documented order: magic,
@@ -44,11 +42,9 @@ Result<void> check_record(ConstBlock in, std::string_view kind, uint32_t expecte
     return fail(ENODATA, "journal {}: magic 0x{:08x} is not 0x{:08x} (not a {} block)", kind, magic,
                 expected_magic, kind);
   }
-  const auto stored = get_le<uint32_t>(in, jl::kChecksum);
-  const uint32_t computed = checksum(in);
-  if (stored != computed) {
-    return fail(EUCLEAN, "journal {}: checksum mismatch (stored 0x{:08x}, computed 0x{:08x})", kind,
-                stored, computed);
+  if (auto ok = ondisk::check_checksum(in, jl::kChecksum, fmt::format("journal {}", kind), "");
+      !ok) {
+    return ok;
   }
   const auto count = get_le<uint32_t>(in, jd::kCount);
   if (count == 0 || count > max_count) {
@@ -69,7 +65,7 @@ void encode_journal_superblock(const JournalSuperblock& sb,
   put_le(out, jsb::kMagic, kJournalSuperblockMagic);
   put_le(out, jsb::kVersionMajor, kJournalMajor);
   put_le(out, jsb::kVersionMinor, kJournalMinor);
-  ondisk::put_bytes(out, jsb::kArrayUuid, sb.array_uuid);
+  ondisk::put_uuid(out, jsb::kArrayUuid, sb.array_uuid);
   put_le(out, jsb::kBlocks, sb.blocks);
   put_le(out, jsb::kTail, sb.tail);
   put_le(out, jsb::kTailSequence, sb.tail_sequence);
@@ -81,17 +77,9 @@ Result<JournalSuperblock> decode_journal_superblock(
     std::span<const std::byte, kJournalBlockSize> in, std::string_view where,
     const Uuid& expected_array_uuid) {
   // Magic first, so an area never written is reported as such, not as damaged.
-  const auto magic = get_le<uint32_t>(in, jsb::kMagic);
-  if (magic != kJournalSuperblockMagic) {
-    return fail(ENODATA, "member {}: journal magic 0x{:08x} is not 0x{:08x} (no stripefs journal)",
-                where, magic, kJournalSuperblockMagic);
-  }
-  const auto stored = get_le<uint32_t>(in, jl::kChecksum);
-  const uint32_t computed = checksum(in);
-  if (stored != computed) {
-    return fail(EUCLEAN,
-                "member {}: journal checksum mismatch (stored 0x{:08x}, computed 0x{:08x})", where,
-                stored, computed);
+  if (auto sealed = ondisk::check_sealed(in, kSealed, fmt::format("member {}", where), "journal");
+      !sealed) {
+    return fail(sealed.error());
   }
   const auto major = get_le<uint16_t>(in, jsb::kVersionMajor);
   const auto minor = get_le<uint16_t>(in, jsb::kVersionMinor);
@@ -102,7 +90,7 @@ Result<JournalSuperblock> decode_journal_superblock(
   }
 
   JournalSuperblock sb;
-  sb.array_uuid = ondisk::get_bytes<16>(in, jsb::kArrayUuid);
+  sb.array_uuid = ondisk::get_uuid(in, jsb::kArrayUuid);
   sb.blocks = get_le<uint64_t>(in, jsb::kBlocks);
   sb.tail = get_le<uint64_t>(in, jsb::kTail);
   sb.tail_sequence = get_le<uint64_t>(in, jsb::kTailSequence);

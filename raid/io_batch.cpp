@@ -1,10 +1,11 @@
 #include "raid/io_batch.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <memory>
 #include <mutex>
+
+#include "raid/join.hpp"
 
 namespace stripefs {
 
@@ -77,15 +78,14 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
   for (Member* m : members) limits.push_back(m ? &m->limits() : &kNone);
   std::vector<MergedRequest> requests = merge_ios(std::move(ios), limits);
 
-  struct Shared {
-    std::atomic<size_t> remaining;
+  struct Failures {
     std::mutex mutex;
-    std::vector<FailedIo> failures;
-    std::function<void(std::vector<FailedIo>)> done;
+    std::vector<FailedIo> list;
   };
-  auto shared = std::make_shared<Shared>();
-  shared->remaining.store(requests.size());
-  shared->done = std::move(done);
+  auto failures = std::make_shared<Failures>();
+  auto join = Join::start(requests.size(), [failures, done = std::move(done)](Result<void>) {
+    done(std::move(failures->list));
+  });
   for (MergedRequest& merged : requests) {
     MemberRequest request;
     request.op = op;
@@ -93,16 +93,14 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     request.fua = fua;
     request.iov = std::move(merged.iov);
     const uint64_t expected = request.length();
-    request.done = [shared, member = merged.member, tags = std::move(merged.tags),
+    request.done = [failures, join, member = merged.member, tags = std::move(merged.tags),
                     expected](int64_t result) {
       if (result < 0 || static_cast<uint64_t>(result) != expected) {
         const int error = result < 0 ? static_cast<int>(-result) : EIO;
-        std::lock_guard lock(shared->mutex);
-        for (uint32_t tag : tags) shared->failures.push_back({member, tag, error});
+        std::lock_guard lock(failures->mutex);
+        for (uint32_t tag : tags) failures->list.push_back({member, tag, error});
       }
-      if (shared->remaining.fetch_sub(1) == 1) {
-        shared->done(std::move(shared->failures));
-      }
+      join->finish();
     };
     members[merged.member]->submit(std::move(request));
   }

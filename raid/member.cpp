@@ -1,7 +1,8 @@
 #include "raid/member.hpp"
 
 #include <cstring>
-#include <future>
+
+#include "raid/wait.hpp"
 
 namespace stripefs {
 
@@ -14,14 +15,13 @@ uint64_t MemberRequest::length() const {
 namespace {
 
 Result<void> run_sync(Member& member, MemberRequest request) {
-  std::promise<int64_t> promise;
-  auto future = promise.get_future();
   const uint64_t expected = request.length();
   const uint64_t offset = request.offset;
   const MemberOp op = request.op;
-  request.done = [&promise](int64_t result) { promise.set_value(result); };
-  member.submit(std::move(request));
-  const int64_t result = future.get();
+  const int64_t result = wait_for<int64_t>([&](std::function<void(int64_t)> done) {
+    request.done = std::move(done);
+    member.submit(std::move(request));
+  });
   const char* what = op == MemberOp::read ? "read" : op == MemberOp::write ? "write" : "flush";
   if (result < 0) {
     return fail(static_cast<int>(-result), "{}: {} at byte {} failed: {}", member.name(), what,

@@ -1,5 +1,7 @@
 #include "raid/stripe_locks.hpp"
 
+#include "raid/wait.hpp"
+
 namespace stripefs {
 
 bool StripeLocks::acquire(uint64_t stripe, std::function<void()> resume) {
@@ -8,6 +10,12 @@ bool StripeLocks::acquire(uint64_t stripe, std::function<void()> resume) {
   if (inserted) return true;
   it->second.push_back(std::move(resume));
   return false;
+}
+
+void StripeLocks::lock(uint64_t stripe) {
+  wait_for<bool>([&](std::function<void(bool)> granted) {
+    if (acquire(stripe, [granted] { granted(true); })) granted(true);
+  });
 }
 
 void StripeLocks::release(uint64_t stripe) {

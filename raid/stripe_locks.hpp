@@ -17,6 +17,8 @@ class StripeLocks {
   // over) and returns false. Deadlock freedom is the callers' duty: take several stripes in
   // ascending order.
   bool acquire(uint64_t stripe, std::function<void()> resume);
+  // Takes the stripe, waiting until it is handed over. Blocking: never from a completion.
+  void lock(uint64_t stripe);
   // Hands the stripe to the next waiter (running its continuation on this thread) or frees it.
   void release(uint64_t stripe);
   size_t held() const;

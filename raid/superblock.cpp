@@ -4,7 +4,6 @@
 #include <bit>
 #include <concepts>
 #include <cstring>
-#include <random>
 #include <utility>
 
 #include "raid/aligned_buffer.hpp"
@@ -17,21 +16,14 @@ namespace {
 namespace sl = superblock_layout;
 
 using Block = std::span<std::byte, kSuperblockSize>;
-using ConstBlock = std::span<const std::byte, kSuperblockSize>;
 
 using ondisk::get_le;
 using ondisk::put_le;
 
-void put_uuid(Block out, size_t offset, const Uuid& uuid) {
-  ondisk::put_bytes(out, offset, uuid);
-}
-Uuid get_uuid(ConstBlock in, size_t offset) {
-  return ondisk::get_bytes<16>(in, offset);
-}
+using ondisk::get_uuid;
+using ondisk::put_uuid;
 
-uint32_t checksum(ConstBlock in) {
-  return ondisk::crc32c(in.first(sl::kChecksum));
-}
+constexpr ondisk::Sealed kSealed{sl::kMagic, kSuperblockMagic, sl::kChecksum};
 
 bool valid_level(uint8_t value) {
   return value == 0 || value == 1 || value == 5 || value == 6 || value == 10;
@@ -183,23 +175,16 @@ void encode_superblock(const Superblock& sb, std::span<std::byte, kSuperblockSiz
   for (size_t role = 0; role < sb.member_states.size(); ++role) {
     put_le(out, sl::kMemberStates + role, static_cast<uint8_t>(sb.member_states[role]));
   }
-  put_le(out, sl::kChecksum, checksum(out));
+  ondisk::seal(out, sl::kChecksum);
 }
 
 Result<Superblock> decode_superblock(std::span<const std::byte, kSuperblockSize> in,
                                      std::string_view where) {
   // Magic first, so a device that was never ours is reported as such, not as damaged.
-  const auto magic = get_le<uint32_t>(in, sl::kMagic);
-  if (magic != kSuperblockMagic) {
-    return fail(ENODATA, "member {}: no stripefs superblock (magic 0x{:08x}, expected 0x{:08x})",
-                where, magic, kSuperblockMagic);
-  }
-  const auto stored = get_le<uint32_t>(in, sl::kChecksum);
-  const uint32_t computed = checksum(in);
-  if (stored != computed) {
-    return fail(EUCLEAN,
-                "member {}: superblock checksum mismatch (stored 0x{:08x}, computed 0x{:08x})",
-                where, stored, computed);
+  if (auto sealed =
+          ondisk::check_sealed(in, kSealed, fmt::format("member {}", where), "superblock");
+      !sealed) {
+    return fail(sealed.error());
   }
   const auto major = get_le<uint16_t>(in, sl::kVersionMajor);
   const auto minor = get_le<uint16_t>(in, sl::kVersionMinor);
@@ -267,67 +252,6 @@ Result<void> write_superblock(Member& member, const Superblock& sb) {
     return fail(ok.error().code, "writing the superblock: {}", ok.error().message);
   }
   return {};
-}
-
-Uuid generate_uuid() {
-  std::random_device random;
-  Uuid uuid;
-  for (size_t i = 0; i < uuid.size(); i += 4) {
-    const uint32_t word = random();
-    for (size_t j = 0; j < 4; ++j) uuid[i + j] = static_cast<uint8_t>(word >> (8 * j));
-  }
-  uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0F) | 0x40);  // version 4: random
-  uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3F) | 0x80);  // variant 1 (RFC 4122)
-  return uuid;
-}
-
-namespace {
-
-// Byte indices before which format_uuid puts a dash.
-constexpr bool dash_before(size_t byte) {
-  return byte == 4 || byte == 6 || byte == 8 || byte == 10;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
-
-std::string format_uuid(const Uuid& uuid) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(36);
-  for (size_t i = 0; i < uuid.size(); ++i) {
-    if (dash_before(i)) text.push_back('-');
-    text.push_back(kDigits[uuid[i] >> 4]);
-    text.push_back(kDigits[uuid[i] & 0x0F]);
-  }
-  return text;
-}
-
-Result<Uuid> parse_uuid(std::string_view text) {
-  auto bad = [text] {
-    return fail(EINVAL, "'{}' is not a UUID (expected 8-4-4-4-12 hex digits)", text);
-  };
-  if (text.size() != 36) return bad();
-  Uuid uuid;
-  size_t at = 0;
-  for (size_t i = 0; i < uuid.size(); ++i) {
-    if (dash_before(i) && text[at++] != '-') return bad();
-    const int high = hex_value(text[at++]);
-    const int low = hex_value(text[at++]);
-    if (high < 0 || low < 0) return bad();
-    uuid[i] = static_cast<uint8_t>(high << 4 | low);
-  }
-  return uuid;
-}
-
-bool is_zero(const Uuid& uuid) {
-  return std::ranges::all_of(uuid, [](uint8_t b) { return b == 0; });
 }
 
 }  // namespace stripefs

@@ -55,6 +55,7 @@
 #include "raid/geometry.hpp"
 #include "raid/member.hpp"
 #include "raid/result.hpp"
+#include "raid/uuid.hpp"
 
 namespace stripefs {
 
@@ -100,8 +101,6 @@ static_assert(kReserved <= kChecksum, "superblock fields overflow the 4 KiB bloc
 }  // namespace superblock_layout
 
 enum class MemberState : uint8_t { active = 0, faulty = 1, missing = 2, rebuilding = 3 };
-
-using Uuid = std::array<uint8_t, 16>;
 
 // The decoded superblock. The version is not kept: encode always writes the version this
 // code implements, and zeroes whatever a newer minor version stored in the reserved bytes.
@@ -161,11 +160,5 @@ Result<Superblock> read_superblock(Member& member);
 // nothing written) a superblock that read_superblock would reject, or a label longer than
 // kLabelSize.
 Result<void> write_superblock(Member& member, const Superblock& sb);
-
-Uuid generate_uuid();                       // random (version 4) UUID from std::random_device
-std::string format_uuid(const Uuid& uuid);  // 8-4-4-4-12 lowercase hex
-// Accepts format_uuid's form, hex digits in either case. The error names the text.
-Result<Uuid> parse_uuid(std::string_view text);
-bool is_zero(const Uuid& uuid);
 
 }  // namespace stripefs

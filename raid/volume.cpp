@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <future>
 #include <map>
 #include <optional>
 
@@ -10,6 +9,7 @@
 #include "raid/io_batch.hpp"
 #include "raid/log.hpp"
 #include "raid/parity.hpp"
+#include "raid/wait.hpp"
 
 namespace stripefs {
 
@@ -60,13 +60,6 @@ void generate_segmented(const std::vector<std::vector<Segment>>& sources, uint64
       if (s.chunk_offset + s.length == pos) ++index[d];
     }
   }
-}
-
-Result<void> wait_for(const std::function<void(Volume::Callback)>& start) {
-  std::promise<Result<void>> promise;
-  auto future = promise.get_future();
-  start([&promise](Result<void> r) { promise.set_value(std::move(r)); });
-  return future.get();
 }
 
 }  // namespace
@@ -198,8 +191,7 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
       if (!active(where[i].member)) missing.push_back(static_cast<unsigned>(i));
     }
     if (!mine) continue;  // this stripe keeps nothing on the member (RAID10)
-    std::promise<void> granted;
-    if (!locks_.acquire(stripe, [&granted] { granted.set_value(); })) granted.get_future().wait();
+    locks_.lock(stripe);
     Result<void> done;
     for (size_t i = 0; i < where.size() && done; ++i) {
       if (!active(where[i].member)) continue;
@@ -925,16 +917,18 @@ void Volume::flush(Callback done) {
 }
 
 Result<void> Volume::read(uint64_t offset, std::span<std::byte> data) {
-  return wait_for([&](Callback done) { read({{offset, data}}, std::move(done)); });
+  return wait_for<Result<void>>([&](Callback done) { read({{offset, data}}, std::move(done)); });
 }
 
 Result<void> Volume::write(uint64_t offset, std::span<const std::byte> data) {
   std::span<std::byte> mutable_view(const_cast<std::byte*>(data.data()), data.size());
-  return wait_for([&](Callback done) { write({{offset, mutable_view}}, std::move(done)); });
+  return wait_for<Result<void>>([&](Callback done) {
+    write({{offset, mutable_view}}, std::move(done));
+  });
 }
 
 Result<void> Volume::flush() {
-  return wait_for([&](Callback done) { flush(std::move(done)); });
+  return wait_for<Result<void>>([&](Callback done) { flush(std::move(done)); });
 }
 
 Result<uint64_t> Volume::check_stripes(uint64_t first, uint64_t count, bool repair) {
@@ -947,8 +941,7 @@ Result<uint64_t> Volume::check_stripes(uint64_t first, uint64_t count, bool repa
   const uint64_t last = std::min(first + count, geometry_.stripes());
   for (uint64_t stripe = first; stripe < last; ++stripe) {
     // Under the stripe's lock: a concurrent write cannot change data and parity meanwhile.
-    std::promise<void> granted;
-    if (!locks_.acquire(stripe, [&granted] { granted.set_value(); })) granted.get_future().wait();
+    locks_.lock(stripe);
     auto bad = check_stripe(stripe, repair, rows.span(), expected.span());
     locks_.release(stripe);
     if (!bad) return fail(bad.error());

@@ -67,7 +67,7 @@ void start_plan(Volume& volume, const ReadPlan& plan, uint64_t begin, std::span<
 
 Result<void> run_plan(Volume& volume, const ReadPlan& plan, uint64_t begin,
                       std::span<std::byte> dest) {
-  return wait_volume(
+  return wait_for<Result<void>>(
       [&](Volume::Callback done) { start_plan(volume, plan, begin, dest, std::move(done)); });
 }
 
@@ -318,17 +318,8 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
 }
 
 Result<ReadReply> Filesystem::read(uint64_t ino, uint64_t offset, size_t size) {
-  std::mutex m;
-  std::condition_variable cv;
-  std::optional<Result<ReadReply>> result;
-  read(ino, offset, size, [&](Result<ReadReply> r) {
-    std::lock_guard lock(m);
-    result = std::move(r);
-    cv.notify_one();
-  });
-  std::unique_lock lock(m);
-  cv.wait(lock, [&] { return result.has_value(); });
-  return std::move(*result);
+  return wait_for<Result<ReadReply>>(
+      [&](ReadDone done) { read(ino, offset, size, std::move(done)); });
 }
 
 // Used once the FUSE loop has ended: what is left are replies on their way out.

@@ -145,7 +145,7 @@ void encode_fs_superblock(const FsSuperblock& sb, std::span<std::byte, kBlockSiz
   put_le<uint16_t>(out, kSbMinor, sb.minor);
   put_le<uint32_t>(out, kSbBlockSize, kBlockSize);
   put_le<uint64_t>(out, kSbTotalBlocks, sb.total_blocks);
-  ondisk::put_bytes(out, kSbUuid, sb.uuid);
+  ondisk::put_uuid(out, kSbUuid, sb.uuid);
   std::memcpy(out.data() + kSbLabel, sb.label.data(), std::min(sb.label.size(), kLabelBytes - 1));
   put_le<uint64_t>(out, kSbJournalStart, sb.journal_start);
   put_le<uint64_t>(out, kSbJournalBlocks, sb.journal_blocks);
@@ -188,7 +188,7 @@ Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize>
                 get_le<uint32_t>(in, kSbBlockSize), kBlockSize);
   }
   sb.total_blocks = get_le<uint64_t>(in, kSbTotalBlocks);
-  sb.uuid = ondisk::get_bytes<16>(in, kSbUuid);
+  sb.uuid = ondisk::get_uuid(in, kSbUuid);
   const char* label = reinterpret_cast<const char*>(in.data() + kSbLabel);
   sb.label.assign(label, strnlen(label, kLabelBytes - 1));
   sb.journal_start = get_le<uint64_t>(in, kSbJournalStart);

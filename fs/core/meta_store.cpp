@@ -1,26 +1,9 @@
 #include "fs/core/meta_store.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 
 namespace stripefs::fs {
-
-Result<void> wait_volume(const std::function<void(Volume::Callback)>& start) {
-  std::mutex m;
-  std::condition_variable cv;
-  bool finished = false;
-  Result<void> result;
-  start([&](Result<void> r) {
-    std::lock_guard lock(m);
-    result = std::move(r);
-    finished = true;
-    cv.notify_one();
-  });
-  std::unique_lock lock(m);
-  cv.wait(lock, [&] { return finished; });
-  return result;
-}
 
 MetaStore::MetaStore(Volume& volume, Journal& journal, size_t cache_limit_blocks)
     : volume_(volume), journal_(journal), cache_limit_(cache_limit_blocks) {}
@@ -164,8 +147,8 @@ Result<uint64_t> MetaStore::checkpoint() {
     for (size_t j = i; j < std::min(images.size(), i + kBatch); ++j) {
       pieces.push_back({images[j].first * kBlockSize, images[j].second->span()});
     }
-    auto written =
-        wait_volume([&](Volume::Callback done) { volume_.write(std::move(pieces), done); });
+    auto written = wait_for<Result<void>>(
+        [&](Volume::Callback done) { volume_.write(std::move(pieces), done); });
     if (!written) return fail(written.error());
   }
   if (auto r = volume_.flush(); !r) return fail(r.error());

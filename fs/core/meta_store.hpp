@@ -21,14 +21,11 @@
 #include "journal/journal.hpp"
 #include "raid/aligned_buffer.hpp"
 #include "raid/volume.hpp"
+#include "raid/wait.hpp"
 
 namespace stripefs::fs {
 
 using BlockImage = std::shared_ptr<AlignedBuffer>;
-
-// Starts an asynchronous Volume call with `start(callback)` and waits for the callback.
-// Blocking: never from a completion.
-Result<void> wait_volume(const std::function<void(Volume::Callback)>& start);
 
 struct MetaStats {
   uint64_t commits = 0;
