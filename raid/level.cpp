@@ -16,4 +16,48 @@ std::unique_ptr<Level> Level::create(const Geometry& geometry) {
   return nullptr;
 }
 
+unsigned Level::min_members(RaidLevel level) {
+  switch (level) {
+    case RaidLevel::raid0:
+    case RaidLevel::raid1:
+    case RaidLevel::raid10:
+      return 2;
+    case RaidLevel::raid5:
+      return 3;
+    case RaidLevel::raid6:
+      return 4;
+  }
+  return 2;
+}
+
+void Level::write_partial(StripeIo&, StripeWrite& s, IoDone done) const {
+  done(fail(EINVAL, "stripe {}: this level writes every stripe at once", s.stripe));
+}
+
+void Level::read_lost(StripeIo&, VolumePiece segment, IoDone done) const {
+  done(fail(EIO, "volume byte {}: no surviving copy", segment.offset));
+}
+
+void Level::plan_direct(StripeIo& io, const StripeWrite& s, std::vector<PlannedIo>& ios) const {
+  const Active live = io.members.active_fn();
+  std::vector<ChunkLocation> targets;
+  for (unsigned index = 0; index < geometry_.data_chunks(); ++index) {
+    if (s.data[index].empty()) continue;
+    targets.clear();
+    write_targets(s.stripe, index, live, targets);
+    for (const Segment& seg : s.data[index]) {
+      for (const ChunkLocation& at : targets) {
+        ios.push_back({at.member, io.data_offset + at.member_offset + seg.chunk_offset, seg.data,
+                       seg.length, 0});
+      }
+    }
+  }
+}
+
+void Level::plan_as_is(StripeIo& io, const StripeWrite& s, std::vector<PlannedIo>& ios) const {
+  plan_direct(io, s, ios);
+  VolumeCounters::add(s.full ? io.stats.full_stripe_writes : io.stats.partial_stripe_writes, 1);
+  VolumeCounters::add(s.full ? io.stats.full_stripe_bytes : io.stats.partial_stripe_bytes, s.bytes);
+}
+
 }  // namespace stripefs

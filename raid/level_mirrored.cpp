@@ -44,6 +44,10 @@ class MirroredLevel final : public Level {
     }
     return std::nullopt;
   }
+  bool plan_write(StripeIo& io, StripeWrite& s, std::vector<PlannedIo>& ios) const override {
+    plan_as_is(io, s, ios);
+    return true;
+  }
   std::vector<ChunkLocation> redundancy_set(uint64_t stripe) const override {
     std::vector<ChunkLocation> where;
     for (unsigned c = 0; c < geometry_.copies(); ++c)

@@ -1,10 +1,12 @@
 // RAID5 and RAID6: each stripe's data chunks plus P (and Q); up to the parity count of
-// members may be missing, whichever they are.
+// members may be missing, whichever they are. The I/O is the parity engine's
+// (parity_stripe.hpp).
 #include "raid/level.hpp"
 
 #include <cstring>
 
 #include "raid/parity.hpp"
+#include "raid/parity_stripe.hpp"
 
 namespace stripefs {
 
@@ -29,6 +31,19 @@ class ParityLevel final : public Level {
     const ChunkLocation at = geometry_.locate(stripe, index);
     if (!active(at.member)) return std::nullopt;
     return at;
+  }
+  // Full stripes at once, parity computed from the caller's buffers; partial stripes read
+  // first (write_partial).
+  bool plan_write(StripeIo& io, StripeWrite& s, std::vector<PlannedIo>& ios) const override {
+    if (!s.full) return false;
+    parity_stripe::plan_full(io, s, ios);
+    return true;
+  }
+  void write_partial(StripeIo& io, StripeWrite& s, IoDone done) const override {
+    parity_stripe::write_partial(io, s, std::move(done));
+  }
+  void read_lost(StripeIo& io, VolumePiece segment, IoDone done) const override {
+    parity_stripe::read_lost(io, segment, std::move(done));
   }
   std::vector<ChunkLocation> redundancy_set(uint64_t stripe) const override {
     std::vector<ChunkLocation> where;

@@ -26,6 +26,10 @@ class StripedLevel final : public Level {
     if (!active(at.member)) return std::nullopt;
     return at;
   }
+  bool plan_write(StripeIo& io, StripeWrite& s, std::vector<PlannedIo>& ios) const override {
+    plan_as_is(io, s, ios);
+    return true;
+  }
   std::vector<ChunkLocation> redundancy_set(uint64_t) const override { return {}; }
   std::vector<std::pair<size_t, const std::byte*>> disagreements(std::span<std::byte* const>,
                                                                  std::span<std::byte>,

@@ -4,6 +4,7 @@
 #include <bit>
 #include <concepts>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 #include "raid/aligned_buffer.hpp"
@@ -176,6 +177,10 @@ void encode_superblock(const Superblock& sb, std::span<std::byte, kSuperblockSiz
     put_le(out, sl::kMemberStates + role, static_cast<uint8_t>(sb.member_states[role]));
   }
   ondisk::seal(out, sl::kChecksum);
+}
+
+uint64_t superblock_time() {
+  return static_cast<uint64_t>(std::time(nullptr));
 }
 
 Result<Superblock> decode_superblock(std::span<const std::byte, kSuperblockSize> in,

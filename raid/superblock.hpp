@@ -140,6 +140,9 @@ struct Superblock {
   bool operator==(const Superblock&) const = default;
 };
 
+// Seconds since the epoch, as `created` and `updated` hold them.
+uint64_t superblock_time();
+
 // Writes `sb` in the on-disk format, checksum included. Does not validate: a label longer
 // than kLabelSize is truncated and invalid fields are written as they are (decode, and so
 // write_superblock, rejects them).

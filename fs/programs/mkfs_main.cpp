@@ -21,6 +21,7 @@
 #include "journal/array_journal.hpp"
 #include "journal/journal.hpp"
 #include "raid/array.hpp"
+#include "raid/level.hpp"
 #include "raid/member_devices.hpp"
 #include "raid/superblock.hpp"
 #include "raid/units.hpp"
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
   if (paths.size() != count) {
     return refuse(fmt::format("-n {} but {} devices given", count, paths.size()));
   }
-  const unsigned minimum = *level == RaidLevel::raid6 ? 4 : *level == RaidLevel::raid5 ? 3 : 2;
+  const unsigned minimum = Level::min_members(*level);
   if (count < minimum) {
     return refuse(
         fmt::format("{} needs at least {} devices, {} given", to_string(*level), minimum, count));

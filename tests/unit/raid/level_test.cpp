@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "raid/array.hpp"
 #include "raid/parity.hpp"
 #include "unit/raid/test_util.hpp"
 
@@ -79,6 +80,38 @@ TEST(Level, DisagreementsNameTheSlotAndItsCorrectContents) {
   fixes = r1->disagreements(copies, scratch.span(), kChunk);
   ASSERT_EQ(fixes.size(), 1u);
   EXPECT_EQ(fixes[0].second, slots[0]) << "the first copy is taken as right";
+}
+
+}  // namespace
+}  // namespace stripefs
+
+namespace stripefs {
+namespace {
+
+// One rule for how many members a level needs: Geometry's arithmetic allows more than an
+// array may be made of (one RAID0 member), creating an array does not.
+TEST(Level, MinMembersIsWhatCreatingAnArrayNeeds) {
+  EXPECT_EQ(Level::min_members(RaidLevel::raid0), 2u);
+  EXPECT_EQ(Level::min_members(RaidLevel::raid1), 2u);
+  EXPECT_EQ(Level::min_members(RaidLevel::raid10), 2u);
+  EXPECT_EQ(Level::min_members(RaidLevel::raid5), 3u);
+  EXPECT_EQ(Level::min_members(RaidLevel::raid6), 4u);
+  for (RaidLevel l : {RaidLevel::raid0, RaidLevel::raid1, RaidLevel::raid10, RaidLevel::raid5,
+                      RaidLevel::raid6}) {
+    SCOPED_TRACE(to_string(l));
+    const unsigned n = Level::min_members(l);
+    test::MemoryArray too_few(n - 1, 4 << 20);
+    ArrayOptions options;
+    options.level = l;
+    options.chunk_size = 65536;
+    options.assume_clean = true;
+    auto refused = create_array(too_few.members(), options);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find(fmt::format("at least {}", n)), std::string::npos)
+        << refused.error().message;
+    test::MemoryArray enough(n, 4 << 20);
+    EXPECT_TRUE(create_array(enough.members(), options));
+  }
 }
 
 }  // namespace

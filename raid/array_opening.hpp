@@ -1,0 +1,41 @@
+// Array::open's steps (array.cpp), some in files of their own: what an array being opened
+// holds before the Array itself exists. Internal to raid/.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "raid/array.hpp"
+
+namespace stripefs {
+
+struct ArrayOpening {
+  ArrayOpening(const OpenOptions& options, Assembly assembly)
+      : options(options), assembly(std::move(assembly)) {}
+
+  const OpenOptions& options;
+  Assembly assembly;
+  std::unique_ptr<Volume> volume;
+  std::vector<Assembly::Returning> returning;  // in the Volume but held out, to be re-added
+  std::unique_ptr<StripeLog> stripe_log;
+  std::unique_ptr<WriteIntent> intent;
+  std::vector<unsigned> readded;  // returning members rebuilt and back
+  std::vector<unsigned> broken;   // returning members that failed their own writes
+
+  const Superblock& sb() const { return assembly.superblock; }
+};
+
+// Re-add (md's, with a bitmap): each returning member gets rebuilt from the others where the
+// bitmap recorded writes since it left (the record is never cleared while a member is away),
+// and the bitmap and a stripe log kept on the members are brought up to date on it. A member
+// that fails its own writes is `broken` (recorded failed: not retried at every mount); one
+// whose rebuild failed otherwise stays out. Notes say which. (array_readd.cpp)
+void readd_returning(ArrayOpening& opening);
+
+// After an unclean shutdown: the stripe ranges [first, last] that may be inconsistent (the
+// bitmap's, or every stripe), empty when the array was clean or cannot resync (a member is
+// missing). (array_resync.cpp)
+std::vector<std::pair<uint64_t, uint64_t>> stripes_to_resync(const ArrayOpening& opening);
+
+}  // namespace stripefs

@@ -1,0 +1,177 @@
+#include "raid/assembly.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "raid/geometry.hpp"
+
+namespace stripefs {
+
+namespace {
+
+// The fields every member of one array must agree on; the first that differs, by name.
+std::optional<std::string> geometry_mismatch(const Superblock& a, const Superblock& b) {
+  if (a.level != b.level) return "level";
+  if (a.layout != b.layout) return "layout";
+  if (a.member_count != b.member_count) return "member_count";
+  if (a.chunk_size != b.chunk_size) return "chunk_size";
+  if (a.data_offset != b.data_offset) return "data_offset";
+  if (a.data_size != b.data_size) return "data_size";
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<Assembly> assemble(std::span<Member* const> members, bool force) {
+  if (members.empty()) return fail(EINVAL, "no members given");
+  struct Found {
+    Member* member;
+    Superblock sb;
+  };
+  std::vector<Found> found;
+  std::vector<std::string> notes;
+  for (Member* m : members) {
+    auto sb = read_superblock(*m);
+    if (!sb) {
+      if (sb.error().code == ENODATA) return fail(sb.error());  // not a member of any array
+      // Damaged: the member cannot vouch for itself; leave it out and say so.
+      notes.push_back(fmt::format("{} (kept out)", sb.error().message));
+      continue;
+    }
+    found.push_back({m, *sb});
+  }
+  if (found.empty()) return fail(EIO, "no member has a readable superblock");
+  // The freshest superblock speaks for the array.
+  const Found& freshest = *std::max_element(
+      found.begin(), found.end(), [](auto& a, auto& b) { return a.sb.events < b.sb.events; });
+  Assembly out;
+  out.superblock = freshest.sb;
+  const Superblock& master = out.superblock;
+  out.by_role.assign(master.member_count, nullptr);
+  std::vector<const Found*> claimed(master.member_count, nullptr);
+  for (const Found& f : found) {
+    if (f.sb.array_uuid != master.array_uuid) {
+      return fail(EINVAL, "member {}: array_uuid {} differs from {} of member {}", f.member->name(),
+                  format_uuid(f.sb.array_uuid), format_uuid(master.array_uuid),
+                  freshest.member->name());
+    }
+    if (auto field = geometry_mismatch(f.sb, master)) {
+      return fail(EINVAL, "member {}: {} differs from member {}", f.member->name(), *field,
+                  freshest.member->name());
+    }
+    // Two devices with one role (a copy of a member, say): which holds the array's data
+    // cannot be chosen silently.
+    if (f.sb.role >= master.member_count) {
+      return fail(EINVAL, "member {}: role {} but the array has {} members", f.member->name(),
+                  f.sb.role, master.member_count);
+    }
+    if (claimed[f.sb.role] != nullptr) {
+      return fail(EINVAL, "members {} and {} both claim role {}; give only one of them",
+                  claimed[f.sb.role]->member->name(), f.member->name(), f.sb.role);
+    }
+    claimed[f.sb.role] = &f;
+  }
+  for (const Found& f : found) {
+    // Split brain: both were run (fresh) without the other. Neither history can be chosen
+    // silently.
+    if (&f != &freshest && f.sb.events + 1 >= master.events &&
+        master.member_states[f.sb.role] != MemberState::active &&
+        f.sb.member_states[master.role] != MemberState::active) {
+      return fail(EUCLEAN,
+                  "members {} and {} were each run without the other (events {} and {}); "
+                  "assemble only the one whose data to keep",
+                  freshest.member->name(), f.member->name(), master.events, f.sb.events);
+    }
+  }
+  std::vector<const Found*> stale;   // behind the freshest
+  std::vector<const Found*> failed;  // recorded as failed by the freshest
+  for (const Found& f : found) {
+    if (master.member_states[f.sb.role] != MemberState::active) {
+      failed.push_back(&f);
+      continue;
+    }
+    // One event behind is the same state: superblocks are written one member after another,
+    // and a crash between two of those writes must not cost the array a member.
+    if (f.sb.events + 1 < master.events) {
+      stale.push_back(&f);
+      continue;
+    }
+    out.by_role[f.sb.role] = f.member;
+  }
+  if (force) {
+    // md's --force: bring stale or failed members back (events forced up, faulty flag
+    // cleared), freshest first, while the array cannot start without them.
+    stale.insert(stale.end(), failed.begin(), failed.end());
+    failed.clear();
+    std::sort(stale.begin(), stale.end(),
+              [](const Found* a, const Found* b) { return a->sb.events > b->sb.events; });
+    auto missing_count = [&] {
+      return static_cast<unsigned>(std::count(out.by_role.begin(), out.by_role.end(), nullptr));
+    };
+    auto level = Geometry::create(master.level, master.member_count, master.chunk_size,
+                                  master.data_size, master.layout);
+    const unsigned tolerated = level ? level->redundancy() : 0;
+    while (!stale.empty() && missing_count() > tolerated) {
+      const Found* f = stale.front();
+      stale.erase(stale.begin());
+      out.by_role[f->sb.role] = f->member;
+      out.superblock.member_states[f->sb.role] = MemberState::active;
+      notes.push_back(fmt::format("member {} (role {}) is stale (events {} < {}) but forced in",
+                                  f->member->name(), f->sb.role, f->sb.events, master.events));
+    }
+  }
+  // A member recorded missing, or merely behind, left without failing: it may return.
+  auto keep_out = [&](const Found* f) {
+    const MemberState state = master.member_states[f->sb.role];
+    std::string note =
+        state == MemberState::active
+            ? fmt::format("member {} (role {}) is stale: events {} < {}; kept out",
+                          f->member->name(), f->sb.role, f->sb.events, master.events)
+            : fmt::format("member {} (role {}) is recorded as {} (events {} of {}); kept out",
+                          f->member->name(), f->sb.role,
+                          state == MemberState::faulty ? "failed" : "missing", f->sb.events,
+                          master.events);
+    if (state == MemberState::faulty) {
+      notes.push_back(std::move(note));
+    } else {
+      out.returning.push_back({f->sb.role, f->member, f->sb.events, std::move(note)});
+    }
+  };
+  for (const Found* f : failed) keep_out(f);
+  for (const Found* f : stale) keep_out(f);
+  // A member whose last run shared no current member with it (each ran without the other:
+  // a split brain) may hold writes the others never saw: re-adding it would silently drop
+  // them. Kept out, as mdadm ignores such a member; assembling it alone keeps its data.
+  // (If its last run had a current member, that member carried its writes on: a linear
+  // history, however it recorded the others.)
+  std::erase_if(out.returning, [&](const Assembly::Returning& r) {
+    const Found& f = *std::find_if(found.begin(), found.end(),
+                                   [&](const Found& x) { return x.member == r.member; });
+    for (unsigned role = 0; role < master.member_count; ++role) {
+      if (role != r.role && out.by_role[role] != nullptr &&
+          f.sb.member_states[role] == MemberState::active) {
+        return false;
+      }
+    }
+    notes.push_back(fmt::format(
+        "member {} (role {}) ran without member {} (events {} and {}); kept out, not re-added "
+        "(assemble it alone to keep its data)",
+        r.member->name(), r.role, freshest.member->name(), f.sb.events, master.events));
+    return true;
+  });
+  std::vector<unsigned> missing;
+  for (unsigned role = 0; role < master.member_count; ++role) {
+    if (out.by_role[role] == nullptr) missing.push_back(role);
+  }
+  for (unsigned role : missing) {
+    const bool said =
+        std::any_of(found.begin(), found.end(), [&](const Found& f) { return f.sb.role == role; });
+    if (!said)
+      notes.push_back(
+          fmt::format("role {} of array {} is missing", role, format_uuid(master.array_uuid)));
+  }
+  out.notes = std::move(notes);
+  return out;
+}
+
+}  // namespace stripefs

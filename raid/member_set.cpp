@@ -1,0 +1,75 @@
+#include "raid/member_set.hpp"
+
+#include <cstring>
+
+#include "raid/log.hpp"
+
+namespace stripefs {
+
+MemberSet::MemberSet(std::vector<Member*> members) : members_(std::move(members)) {
+  for (size_t i = 0; i < members_.size(); ++i) active_[i].store(members_[i] != nullptr);
+}
+
+unsigned MemberSet::missing() const {
+  unsigned missing = 0;
+  for (unsigned i = 0; i < size(); ++i) missing += active(i) ? 0 : 1;
+  return missing;
+}
+
+void MemberSet::fail(unsigned member, const Error& why) {
+  FailureListener listener;
+  {
+    // The failure counts as unrecorded before any write can plan around the member: a
+    // write that skips it is then held until the record is durable.
+    std::lock_guard lock(mutex_);
+    if (!active_[member].load()) return;
+    listener = listener_;
+    if (listener) unrecorded_ |= uint64_t{1} << member;
+    active_[member].store(false, std::memory_order_release);
+  }
+  raid_log().error("member {} ({}) failed: {}", member,
+                   members_[member] ? members_[member]->name() : "missing", why.message);
+  if (listener) listener(member, why);
+}
+
+void MemberSet::note_failures(const std::vector<FailedIo>& failures) {
+  for (const FailedIo& f : failures) {
+    fail(f.member, Error{f.error, fmt::format("I/O error: {}", std::strerror(f.error))});
+  }
+}
+
+void MemberSet::set_failure_listener(FailureListener listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = std::move(listener);
+}
+
+void MemberSet::failure_recorded(unsigned member) {
+  std::vector<std::function<void()>> ready;
+  {
+    std::lock_guard lock(mutex_);
+    unrecorded_ &= ~(uint64_t{1} << member);
+    if (unrecorded_ == 0) ready = std::exchange(held_, {});
+  }
+  for (auto& then : ready) then();
+}
+
+void MemberSet::after_failures_recorded(std::function<void()> then) {
+  {
+    std::lock_guard lock(mutex_);
+    if (unrecorded_ != 0) {
+      held_.push_back(std::move(then));
+      return;
+    }
+  }
+  then();
+}
+
+void MemberSet::hold_out(unsigned member) {
+  active_[member].store(false, std::memory_order_release);
+}
+
+void MemberSet::restore(unsigned member) {
+  if (members_[member] != nullptr) active_[member].store(true, std::memory_order_release);
+}
+
+}  // namespace stripefs
