@@ -20,6 +20,7 @@
 #include "journal/array_bitmap.hpp"
 #include "journal/array_journal.hpp"
 #include "journal/journal.hpp"
+#include "journal/open_array.hpp"
 #include "raid/array.hpp"
 #include "raid/level.hpp"
 #include "raid/member_devices.hpp"
@@ -235,8 +236,6 @@ int main(int argc, char** argv) {
   options.label = label;
   options.force = force;
   add_bitmap(options, bitmap_chunk);
-  OpenOptions open_options;
-  use_bitmap(open_options);
   if ((*devices)->journal) {
     Member& device = *(*devices)->journal;
     add_stripe_journal(options, device, 0, device.size() / kJournalBlockSize);
@@ -246,7 +245,6 @@ int main(int argc, char** argv) {
                             : default_member_journal_blocks(count, options.chunk_size, smallest);
     add_member_journal(options, blocks);
   }
-  use_stripe_journal(open_options, (*devices)->journal.get());
   // Once the array's geometry is known, and after the bitmap's and journal's checks: the
   // filesystem must fit. Only when every check passed are old signatures wiped (-f), before
   // the first write.
@@ -276,11 +274,14 @@ int main(int argc, char** argv) {
   auto members = (*devices)->member_pointers();
   auto created = create_array(members, options);
   if (!created) return refuse(created.error().message);
-  auto array = Array::open(members, open_options);
+  ArraySetup setup;
+  setup.journal_device = (*devices)->journal.get();
+  setup.engine = (*devices)->engine.get();
+  auto array = open_array(members, setup);
   if (!array) return refuse(array.error().message);
   auto made = fs::make_filesystem((*array)->volume(), make);
   if (!made) return refuse(made.error().message);
-  if (auto r = (*array)->close(); !r) return refuse(r.error().message);
+  if (auto r = array->close(); !r) return refuse(r.error().message);
   if (!quiet) {
     std::printf("array %s: %s of %u members, chunk %s, %s usable\n",
                 format_uuid(created->array_uuid).c_str(), std::string(to_string(*level)).c_str(),

@@ -31,9 +31,8 @@
 #include "fs/daemon/control.hpp"
 #include "fs/daemon/fuse_ops.hpp"
 #include "fs/daemon/status.hpp"
-#include "journal/array_bitmap.hpp"
-#include "journal/array_journal.hpp"
 #include "journal/journal_log.hpp"
+#include "journal/open_array.hpp"
 #include "raid/array.hpp"
 #include "raid/log.hpp"
 #include "raid/member_devices.hpp"
@@ -300,13 +299,13 @@ int run(Config& config, fuse_args& args, Launch& launch) {
   const std::string journal = config.journal_device != nullptr ? config.journal_device : "";
   auto devices = open_devices(paths, journal);
   if (!devices) return launch.report(devices.error().message), fail_line(devices.error().message);
-  OpenOptions open_options;
-  open_options.force = config.force != 0;
-  open_options.log_partial_stripes = log_partial_stripes;
-  use_bitmap(open_options);
-  use_stripe_journal(open_options, (*devices)->journal.get());
+  ArraySetup setup;
+  setup.force = config.force != 0;
+  setup.log_partial_stripes = log_partial_stripes;
+  setup.journal_device = (*devices)->journal.get();
+  setup.engine = (*devices)->engine.get();
   auto members = (*devices)->member_pointers();
-  auto array = Array::open(members, open_options);
+  auto array = open_array(members, setup);
   if (!array) return launch.report(array.error().message), fail_line(array.error().message);
   for (const std::string& note : (*array)->notes()) fs_log().warn("{}", note);
   auto filesystem = fs::Filesystem::mount((*array)->volume(), fs_options);
@@ -382,7 +381,7 @@ int run(Config& config, fuse_args& args, Launch& launch) {
     status = 1;
   }
   filesystem->reset();
-  if (auto r = (*array)->close(); !r) {
+  if (auto r = array->close(); !r) {
     fs_log().error("closing the array: {}", r.error().message);
     status = 1;
   }

@@ -8,6 +8,7 @@
 #include "bench/bench_util.hpp"
 #include "journal/array_bitmap.hpp"
 #include "journal/array_journal.hpp"
+#include "journal/open_array.hpp"
 #include "journal/stripe_journal.hpp"
 #include "journal/write_intent_bitmap.hpp"
 #include "raid/aligned_buffer.hpp"
@@ -61,8 +62,8 @@ int run_demo(const DemoOptions& options) {
   create.label = "demo";
   create.force = true;  // the demo re-creates its own array on every run
   add_bitmap(create);
-  OpenOptions open_options;
-  use_bitmap(open_options);
+  ArraySetup setup;
+  setup.engine = engine->get();
   // RAID5/6: partial stripes go through a write-ahead journal on a separate device (here a
   // file beside the members), which closes the write hole.
   std::unique_ptr<MemberFiles> journal_file;
@@ -76,7 +77,7 @@ int run_demo(const DemoOptions& options) {
     journal_file = std::move(*made);
     Member& device = *journal_file->members()[0];
     add_stripe_journal(create, device, 0, (16 << 20) / kJournalBlockSize);
-    use_stripe_journal(open_options, &device);
+    setup.journal_device = &device;
   }
   auto created = create_array(members, create);
   if (!created) {
@@ -96,7 +97,7 @@ int run_demo(const DemoOptions& options) {
 
   AlignedBuffer expected;
   {
-    auto array = Array::open(members, open_options);
+    auto array = open_array(members, setup);
     if (!array) {
       std::fprintf(stderr, "stripefs-bench: %s\n", array.error().message.c_str());
       return 1;
@@ -168,14 +169,14 @@ int run_demo(const DemoOptions& options) {
                                   "or read from a mirror)",
                                   volume.stats().degraded_reads));
     }
-    if (auto c = (*array)->close(); !c) {
+    if (auto c = array->close(); !c) {
       std::fprintf(stderr, "stripefs-bench: %s\n", c.error().message.c_str());
       return 1;
     }
   }
 
   step("re-assembling from the members' superblocks");
-  auto again = Array::open(members, open_options);
+  auto again = open_array(members, setup);
   if (!again) {
     std::fprintf(stderr, "stripefs-bench: %s\n", again.error().message.c_str());
     return 1;
@@ -190,7 +191,7 @@ int run_demo(const DemoOptions& options) {
   auto r = volume.read(0, back.span());
   all_ok &= check(r && std::memcmp(back.data(), expected.data(), back.size()) == 0,
                   "every byte reads back after re-assembly");
-  if (auto c = (*again)->close(); !c) {
+  if (auto c = again->close(); !c) {
     std::fprintf(stderr, "stripefs-bench: %s\n", c.error().message.c_str());
     return 1;
   }

@@ -2,8 +2,7 @@
 
 #include <cstdio>
 
-#include "journal/array_bitmap.hpp"
-#include "journal/array_journal.hpp"
+#include "journal/open_array.hpp"
 #include "raid/array.hpp"
 #include "raid/member_devices.hpp"
 #include "raid/superblock.hpp"
@@ -16,16 +15,15 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
   for (const auto& m : members) paths.push_back(m.string());
   auto devices = open_devices(paths, "");
   if (!devices) return std::unexpected(devices.error().message);
-  OpenOptions options;
-  use_bitmap(options);
-  use_stripe_journal(options, nullptr);  // the members' write-hole journal, if any
+  ArraySetup setup;  // the members' write-hole journal, if any
+  setup.engine = (*devices)->engine.get();
   auto pointers = (*devices)->member_pointers();
-  auto array = Array::open(pointers, options);
+  auto array = open_array(pointers, setup);
   if (!array) return std::unexpected(array.error().message);
   (*array)->wait_resync();
   Volume& volume = (*array)->volume();
   auto bad = volume.count_inconsistent_stripes(0, volume.geometry().stripes());
-  if (auto closed = (*array)->close(); !closed) return std::unexpected(closed.error().message);
+  if (auto closed = array->close(); !closed) return std::unexpected(closed.error().message);
   if (!bad) return std::unexpected(bad.error().message);
   return *bad;
 }

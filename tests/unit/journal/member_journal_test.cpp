@@ -10,6 +10,7 @@
 #include "journal/array_journal.hpp"
 #include "journal/journal.hpp"
 #include "journal/mirrored_area.hpp"
+#include "journal/open_array.hpp"
 #include "journal/stripe_journal.hpp"
 #include "unit/raid/test_util.hpp"
 
@@ -38,11 +39,7 @@ struct MemberJournalArray {
     if (made) created = *made;
   }
   OpenOptions options(bool force = false) const {
-    OpenOptions o;
-    o.force = force;
-    use_bitmap(o, milliseconds(0));
-    use_stripe_journal(o, nullptr);
-    return o;
+    return open_options(ArraySetup{.force = force, .bitmap_clear_delay = milliseconds(0)});
   }
   std::span<std::byte> area(unsigned role) {
     return media.media[role]->contents().subspan(created.journal_offset, created.journal_size);
