@@ -88,53 +88,22 @@ struct Filesystem::WritebackJob {
 // ---------------------------------------------------------------- the cache map
 
 void Filesystem::drop_ranges(Inode& inode, uint64_t offset, uint64_t end, bool release) {
-  auto it = inode.cache.upper_bound(offset);
-  if (it != inode.cache.begin()) --it;
-  while (it != inode.cache.end() && it->first < end) {
-    const uint64_t start = it->first;
-    CachedRange r = it->second;
-    if (start + r.length <= offset) {
-      ++it;
-      continue;
-    }
-    it = inode.cache.erase(it);
-    const uint64_t cut_begin = std::max(offset, start);
-    const uint64_t cut_end = std::min(end, start + r.length);
-    if (start < cut_begin) {
-      CachedRange head = r;
-      head.length = cut_begin - start;
-      inode.cache.emplace(start, head);
-    }
-    if (cut_end < start + r.length) {
-      CachedRange tail = r;
-      tail.buffer_offset += cut_end - start;
-      tail.length = start + r.length - cut_end;
-      it = inode.cache.emplace(cut_end, tail).first;
-    }
-    if (!r.in_flight) {
-      const uint64_t dropped = cut_end - cut_begin;
-      inode.dirty_bytes -= dropped;
-      cached_bytes_ -= dropped;
-      // Dirty bytes that will never be written: their unallocated blocks' promise goes too.
-      if (release) {
-        delalloc_reserved_ -= inode.delalloc.remove(cut_begin / kBlockSize, cut_end / kBlockSize);
-      }
-    }
+  for (auto [a, b] : inode.cache.drop(offset, end)) {
+    cached_bytes_ -= b - a;
+    // Dirty bytes that will never be written: their unallocated blocks' promise goes too.
+    if (release) delalloc_reserved_ -= inode.delalloc.remove(a / kBlockSize, b / kBlockSize);
   }
   restore_size_later(inode);
 }
 
 void Filesystem::insert_range(Inode& inode, uint64_t offset, uint64_t length,
                               std::shared_ptr<AlignedBuffer> buffer, size_t buffer_offset) {
-  drop_ranges(inode, offset, offset + length, /*release=*/false);
-  inode.cache.emplace(offset, CachedRange{.length = length,
-                                          .buffer = std::move(buffer),
-                                          .buffer_offset = buffer_offset,
-                                          .in_flight = false,
-                                          .job = 0,
-                                          .since = monotonic_ns()});
-  inode.dirty_bytes += length;
+  for (auto [a, b] :
+       inode.cache.insert(offset, length, std::move(buffer), buffer_offset, monotonic_ns())) {
+    cached_bytes_ -= b - a;
+  }
   cached_bytes_ += length;
+  restore_size_later(inode);
 }
 
 // Calls f(first, end) for each run of unmapped file blocks in [first, end) (pending
@@ -209,7 +178,7 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
 void Filesystem::throttle(Lock& lock) {
   while (cached_bytes_ > options_.cache_bytes && !failed_) {
     for (auto& [ino, inode] : inode_cache_) {
-      if (inode->dirty_bytes > 0) (void)start_writeback(*inode, 0, UINT64_MAX, lock);
+      if (inode->cache.dirty_bytes() > 0) (void)start_writeback(*inode, 0, UINT64_MAX, lock);
     }
     writeback_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
@@ -241,9 +210,6 @@ auto readable_run(Inode& inode) {
 template <class Inode, class Map>
 ReadPlan plan_read(Inode& inode, uint64_t begin, uint64_t end, Map map) {
   ReadPlan plan;
-  uint64_t at = begin;
-  auto it = inode.cache.upper_bound(begin);
-  if (it != inode.cache.begin()) --it;
   auto plan_uncached = [&](uint64_t from, uint64_t to) {
     for (uint64_t b = from / kBlockSize; b < to / kBlockSize;) {
       auto e = map(b);  // {volume block or 0, blocks in this run}
@@ -260,16 +226,12 @@ ReadPlan plan_read(Inode& inode, uint64_t begin, uint64_t end, Map map) {
       b += n;
     }
   };
-  for (; it != inode.cache.end() && it->first < end; ++it) {
-    const uint64_t start = it->first, stop = start + it->second.length;
-    if (stop <= at) continue;
-    if (start > at) plan_uncached(at, start);
-    const uint64_t from = std::max(start, at), to = std::min(stop, end);
-    plan.cached.push_back(
-        {from, to - from, it->second.buffer, it->second.buffer_offset + (from - start)});
-    at = to;
-  }
-  if (at < end) plan_uncached(at, end);
+  inode.cache.split(
+      begin, end,
+      [&](uint64_t start, uint64_t length, const CachedRange& range, uint64_t into) {
+        plan.cached.push_back({start, length, range.buffer, range.buffer_offset + into});
+      },
+      plan_uncached);
   return plan;
 }
 }  // namespace
@@ -287,15 +249,13 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
   const uint64_t begin = align_down(offset), end = align_up(offset + size);
 
   // A hit in one cached range is answered straight from its buffer.
-  if (auto it = n.cache.upper_bound(offset); it != n.cache.begin()) {
-    --it;
-    if (it->first <= offset && it->first + it->second.length >= offset + size) {
-      reply.buffers.push_back(it->second.buffer);
-      reply.fragments.push_back(
-          {it->second.buffer->data() + it->second.buffer_offset + (offset - it->first), size});
-      lock.unlock();
-      return done(std::move(reply));
-    }
+  if (auto hit = n.cache.covering(offset, size)) {
+    const auto& [start, range] = *hit;
+    reply.buffers.push_back(range->buffer);
+    reply.fragments.push_back(
+        {range->buffer->data() + range->buffer_offset + (offset - start), size});
+    lock.unlock();
+    return done(std::move(reply));
   }
   const ReadPlan plan = plan_read(n, begin, end, readable_run(n));
   const uint64_t epoch = start_read_locked();
@@ -485,21 +445,9 @@ Result<size_t> Filesystem::write_shared(uint64_t ino, uint64_t offset, size_t si
 void Filesystem::maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint64_t end,
                                              Lock& lock) {
   const uint64_t stripe = uint64_t{sb_.stripe_blocks} * kBlockSize;
-  auto it = inode.cache.find(offset);
-  if (it == inode.cache.end()) return;
-  uint64_t lo = offset, hi = end;
-  for (auto l = it; l != inode.cache.begin();) {
-    auto p = std::prev(l);
-    if (p->second.in_flight || p->first + p->second.length != lo ||
-        hi - p->first > 2 * stripe + (end - offset))
-      break;
-    lo = p->first;
-    l = p;
-  }
-  for (auto r = std::next(it); r != inode.cache.end(); ++r) {
-    if (r->second.in_flight || r->first != hi) break;
-    hi = r->first + r->second.length;
-  }
+  auto run = inode.cache.dirty_run_around(offset, end, 2 * stripe);
+  if (!run) return;
+  const auto [lo, hi] = *run;
   const uint64_t a = (lo + stripe - 1) / stripe * stripe, b = hi / stripe * stripe;
   if (a < b) {
     ++stats_.full_stripe_writebacks;
@@ -511,23 +459,8 @@ void Filesystem::maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint
 
 Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock) {
   (void)lock;
-  if (inode.dirty_bytes == 0 || failed_ || draining_) return {};
+  if (inode.cache.dirty_bytes() == 0 || failed_ || draining_) return {};
   if (auto r = load_extents(inode); !r) return r;
-  // Cut ranges at the boundaries, so exactly [offset, end) goes.
-  auto cut = [&](uint64_t at) {
-    auto it = inode.cache.upper_bound(at);
-    if (it == inode.cache.begin()) return;
-    --it;
-    if (it->first < at && at < it->first + it->second.length) {
-      CachedRange tail = it->second;
-      tail.buffer_offset += at - it->first;
-      tail.length = it->first + it->second.length - at;
-      it->second.length = at - it->first;
-      inode.cache.emplace(at, tail);
-    }
-  };
-  cut(offset);
-  if (end != UINT64_MAX) cut(end);
   auto job = std::make_shared<WritebackJob>();
   job->id = next_job_++;
   job->ino = inode.ino;
@@ -535,15 +468,13 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   job->end = end;
   std::vector<VolumePiece> pieces;
   const uint64_t stripe = sb_.stripe_blocks;
-  for (auto it = inode.cache.lower_bound(offset); it != inode.cache.end() && it->first < end;
-       ++it) {
-    CachedRange& r = it->second;
-    if (r.in_flight) continue;
-    const uint64_t first = it->first / kBlockSize;
-    const uint64_t stop = (it->first + r.length) / kBlockSize;
+  // Exactly [offset, end) goes.
+  job->bytes = inode.cache.freeze(offset, end, job->id, [&](uint64_t start, const CachedRange& r) {
+    const uint64_t first = start / kBlockSize;
+    const uint64_t stop = (start + r.length) / kBlockSize;
     if (inode.inflight.overlaps(first, stop)) {
       inode.writeback_deferred = true;  // goes when the job writing these blocks is done
-      continue;
+      return FileCache::Freeze::skip;
     }
     for (uint64_t b = first; b < stop;) {
       // The extent covering b, or the hole up to the next one.
@@ -578,18 +509,15 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
             b, MemExtent{Extent{b, got->first, static_cast<uint32_t>(run), false}, true});
         job->allocated.emplace_back(b, b + run);
       }
-      const size_t at = r.buffer_offset + (b * kBlockSize - it->first);
+      const size_t at = r.buffer_offset + (b * kBlockSize - start);
       pieces.push_back({volume_block * kBlockSize, r.buffer->span().subspan(at, run * kBlockSize)});
       b += run;
     }
-    r.in_flight = true;
-    r.job = job->id;
     inode.inflight.add(first, stop);
     job->blocks.emplace_back(first, stop);
-    inode.dirty_bytes -= r.length;
-    job->bytes += r.length;
     job->buffers.push_back(r.buffer);
-  }
+    return FileCache::Freeze::take;
+  });
   if (pieces.empty()) return {};
   std::sort(pieces.begin(), pieces.end(),
             [](const VolumePiece& a, const VolumePiece& b) { return a.offset < b.offset; });
@@ -672,11 +600,7 @@ void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> 
     fail_filesystem(result.error());
   }
   // The job's ranges are clean now: they leave the cache (the kernel caches clean pages).
-  for (auto it = inode.cache.lower_bound(job->begin);
-       it != inode.cache.end() && it->first < job->end;) {
-    const bool ours = it->second.in_flight && it->second.job == job->id;
-    it = ours ? inode.cache.erase(it) : std::next(it);
-  }
+  inode.cache.release_job(job->id, job->begin, job->end);
   for (auto [first, end] : job->blocks) inode.inflight.remove(first, end);
   restore_size_later(inode);
   cached_bytes_ -= job->bytes;
@@ -740,9 +664,7 @@ Result<void> Filesystem::truncate(Inode& inode, uint64_t size, Lock& lock) {
     // The bytes past the new end in its last block must read as zeros if the file grows.
     if (size % kBlockSize != 0) {
       auto mapped = map_block(inode, size / kBlockSize);
-      const bool cached =
-          !inode.cache.empty() &&
-          std::prev(inode.cache.end())->first + std::prev(inode.cache.end())->second.length > size;
+      const bool cached = inode.cache.end() > size;
       if ((mapped && *mapped != 0) || cached) {
         if (auto r = zero_range_in_cache(inode, size, align_up(size), lock); !r) {
           return fail(r.error());
@@ -843,14 +765,10 @@ Result<uint64_t> Filesystem::lseek(uint64_t ino, uint64_t offset, int whence) {
   // Data: written extents and cached ranges; unwritten extents read as zeros: holes.
   auto is_data = [&](uint64_t b) -> std::pair<bool, uint64_t> {  // and where that ends
     uint64_t until = UINT64_MAX;
-    if (auto c = n.cache.upper_bound(b * kBlockSize); c != n.cache.begin()) {
-      auto p = std::prev(c);
-      if (p->first + p->second.length > b * kBlockSize) {
-        return {true, (p->first + p->second.length) / kBlockSize};
-      }
-    }
-    if (auto c = n.cache.lower_bound(b * kBlockSize); c != n.cache.end())
+    if (auto c = n.cache.range_after(b * kBlockSize)) {
+      if (c->first <= b * kBlockSize) return {true, c->second / kBlockSize};
       until = c->first / kBlockSize;
+    }
     auto e = n.extents.upper_bound(b);
     if (e != n.extents.begin()) {
       auto p = std::prev(e);

@@ -166,7 +166,6 @@ class Filesystem {
 
  private:
   struct Inode;
-  struct CachedRange;
   struct WritebackJob;
   using Lock = std::unique_lock<std::mutex>;
 

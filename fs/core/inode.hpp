@@ -1,6 +1,7 @@
 // The in-memory inode (private to the filesystem core).
 #pragma once
 #include <map>
+#include "fs/core/file_cache.hpp"
 #include "fs/core/filesystem.hpp"
 #include "fs/core/fs_log.hpp"
 #include "fs/core/interval_set.hpp"
@@ -23,17 +24,6 @@ inline bool mergeable(const MemExtent& a, const MemExtent& b) {
          uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength;
 }
 
-// A range of a file's data in the cache: [offset, offset + length) of the file is
-// buffer[buffer_offset, ...). Buffers are immutable once inserted.
-struct Filesystem::CachedRange {
-  uint64_t length = 0;
-  std::shared_ptr<AlignedBuffer> buffer;
-  size_t buffer_offset = 0;
-  bool in_flight = false;  // handed to writeback: the job holds the buffer
-  uint64_t job = 0;        // the writeback job it went out with
-  uint64_t since = 0;      // monotonic ns when it became dirty
-};
-
 struct Filesystem::Inode {
   uint64_t ino = 0;
   DiskInode disk;
@@ -48,8 +38,7 @@ struct Filesystem::Inode {
   bool extents_dirty = false;
   std::map<uint64_t, MemExtent> extents;  // by first file block
   std::vector<uint64_t> tree_blocks;      // on-disk extent tree blocks (freed when rewritten)
-  std::map<uint64_t, CachedRange> cache;  // by file offset; block-aligned, non-overlapping
-  uint64_t dirty_bytes = 0;               // in `cache`, not in flight
+  FileCache cache;                        // data written and not yet on the members
   unsigned writebacks = 0;                // jobs in flight
   // File blocks of dirty data that have no volume blocks yet, each promised one (counted in
   // delalloc_reserved_): so writeback never meets ENOSPC after write() said yes.

@@ -102,11 +102,7 @@ Result<void> Filesystem::store_inode(Inode& inode) {
 uint64_t Filesystem::size_to_store(const Inode& inode) const {
   const uint64_t was = inode.stored_size;
   uint64_t unwritten = UINT64_MAX;  // the first byte of data past `was` not yet written back
-  auto it = inode.cache.upper_bound(was);
-  if (it != inode.cache.begin() && std::prev(it)->first + std::prev(it)->second.length > was) {
-    --it;
-  }
-  if (it != inode.cache.end()) unwritten = it->first;
+  if (auto range = inode.cache.range_after(was)) unwritten = range->first;
   // In flight but no longer cached: a newer write or a truncate took its range.
   const uint64_t block = inode.inflight.first_run_reaching(was / kBlockSize);
   if (block != UINT64_MAX) unwritten = std::min(unwritten, block * kBlockSize);
@@ -128,7 +124,7 @@ Attr Filesystem::attr_of(const Inode& inode) const {
   a.size = d.size;
   a.blocks512 = d.blocks * (kBlockSize / 512);
   // Dirty data not yet allocated still counts, as on ext4 with delayed allocation.
-  if (inode.is_reg()) a.blocks512 += (inode.dirty_bytes / kBlockSize) * (kBlockSize / 512);
+  if (inode.is_reg()) a.blocks512 += (inode.cache.dirty_bytes() / kBlockSize) * (kBlockSize / 512);
   a.rdev = d.rdev;
   a.atime = d.atime;
   a.mtime = d.mtime;

@@ -1,0 +1,173 @@
+// Mounting and unmounting: the metadata journal replayed, the allocators loaded, the
+// superblock marked mounted, the threads started; after a crash, the inodes unlinked while
+// open freed. Unmount writes everything back and marks the superblock clean.
+#include <cstring>
+
+#include "fs/core/inode.hpp"
+
+namespace stripefs::fs {
+
+Filesystem::Filesystem(Volume& volume, FsOptions options, FsSuperblock sb)
+    : volume_(volume), options_(options), sb_(std::move(sb)) {}
+
+Filesystem::~Filesystem() {
+  if (worker_.joinable()) {
+    // Completions post to the worker and touch this object: let the I/O in flight (and
+    // queued for the submitter) finish, with the worker still running, and start no more.
+    Lock lock(mutex_);
+    draining_ = true;
+    writeback_cv_.wait(lock, [&] {
+      for (auto& [ino, inode] : inode_cache_) {
+        if (inode->writebacks > 0) return false;
+      }
+      return true;
+    });
+  }
+  stop_threads();
+}
+
+void Filesystem::stop_threads() {
+  {
+    std::lock_guard lock(work_mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  {
+    std::lock_guard lock(submit_mutex_);
+    submit_stopping_ = true;
+  }
+  submit_cv_.notify_all();
+  if (submitter_.joinable()) submitter_.join();
+}
+
+Result<std::unique_ptr<Filesystem>> Filesystem::mount(Volume& volume, FsOptions options) {
+  AlignedBuffer block(kBlockSize);
+  if (auto r = volume.read(0, block.span()); !r) return fail(r.error());
+  auto sb = decode_fs_superblock(std::span<const std::byte, kBlockSize>(block.data(), kBlockSize));
+  if (!sb) return fail(sb.error());
+  if (sb->total_blocks * kBlockSize > volume.size()) {
+    return fail(EUCLEAN,
+                "filesystem superblock (volume block 0): field total_blocks: {} blocks, but the "
+                "volume holds {}",
+                sb->total_blocks, volume.size() / kBlockSize);
+  }
+  std::unique_ptr<Filesystem> fs(new Filesystem(volume, options, std::move(*sb)));
+  if (auto r = fs->start(); !r) return fail(r.error());
+  return fs;
+}
+
+Result<void> Filesystem::start() {
+  // The device starts at volume byte 0, so the journal's alignment is the volume's.
+  journal_device_ = std::make_unique<VolumeDevice>(
+      volume_, 0, (sb_.journal_start + sb_.journal_blocks) * kBlockSize);
+  auto journal = Journal::open(*journal_device_, sb_.journal_start * kBlockSize, sb_.uuid,
+                               journal_alignment(volume_, sb_.journal_blocks));
+  if (!journal) return fail(journal.error().code, "metadata journal: {}", journal.error().message);
+  journal_ = std::move(*journal);
+  uint64_t replayed = 0;
+  auto last = journal_->replay([&](uint64_t target,
+                                   std::span<const std::byte> data) -> Result<void> {
+    if (target == 0 || target >= sb_.total_blocks || target == sb_.journal_start ||
+        (target >= sb_.journal_start && target < sb_.journal_start + sb_.journal_blocks)) {
+      return fail(EUCLEAN, "metadata journal: a record targets block {}, outside metadata", target);
+    }
+    ++replayed;
+    return volume_.write(target * kBlockSize, data);
+  });
+  if (!last) return fail(last.error().code, "metadata journal: {}", last.error().message);
+  if (*last != 0) {
+    if (auto r = volume_.flush(); !r) return r;
+    if (auto r = journal_->checkpoint(*last); !r) return r;
+    fs_log().info("metadata journal: replayed {} blocks up to transaction {}", replayed, *last);
+  }
+  meta_ = std::make_unique<MetaStore>(volume_, *journal_, options_.metadata_cache_blocks);
+  blocks_ = std::make_unique<BitmapAllocator>(sb_.block_bitmap_start, sb_.block_bitmap_blocks,
+                                              sb_.total_blocks);
+  if (auto r = blocks_->load(*meta_); !r) return r;
+  inodes_ = std::make_unique<BitmapAllocator>(sb_.inode_bitmap_start, sb_.inode_bitmap_blocks,
+                                              sb_.inode_count);
+  if (auto r = inodes_->load(*meta_); !r) return r;
+  metadata_reserve_ = std::clamp<uint64_t>(sb_.total_blocks / 100, 64, 8192);
+  {
+    Lock lock(mutex_);
+    auto root = get_inode(kRootInode);
+    if (!root) return fail(root.error().code, "root directory: {}", root.error().message);
+    if (!(*root)->is_dir())
+      return fail(EUCLEAN, "inode 1: field mode: the root is not a directory");
+  }
+  const bool unclean = sb_.state == FsState::mounted;
+  if (!options_.read_only) {
+    ++sb_.mount_count;
+    if (auto r = write_superblock(FsState::mounted); !r) return r;
+  }
+  submitter_ = std::thread([this] { submit_loop(); });
+  worker_ = std::thread([this] { worker_loop(); });
+  if (unclean && !options_.read_only) {
+    if (auto r = free_orphans(); !r) return r;
+  }
+  return {};
+}
+
+// After a crash, files that were unlinked while still open hold their blocks with no name
+// left. A clean unmount frees them; here the inode table is scanned for inodes in use with
+// no links (a cost proportional to the inodes in use, paid only after a crash).
+Result<void> Filesystem::free_orphans() {
+  uint64_t freed = 0;
+  {
+    Lock lock(mutex_);
+    for (uint64_t index = 0; index < sb_.inode_count; ++index) {
+      if (index % 4096 == 0) meta_->trim();  // the scan must not hold the whole table
+      if (!inodes_->busy(index)) continue;
+      auto inode = get_inode(index + 1);
+      if (!inode) {
+        fs_log().warn("orphan scan: inode {}: {}", index + 1, inode.error().message);
+        continue;
+      }
+      if ((*inode)->disk.nlink != 0) {
+        if (auto r = free_past_eof(**inode, lock); !r) return r;
+        maybe_evict(**inode, lock);
+        continue;
+      }
+      if (auto r = destroy_inode_in_steps(**inode, lock); !r) return r;
+      ++freed;
+    }
+  }
+  if (freed == 0) return {};
+  fs_log().info("freed {} inodes unlinked while open at the crash", freed);
+  if (auto r = commit(); !r) return r;
+  return checkpoint();
+}
+
+Result<void> Filesystem::write_superblock(FsState state) {
+  sb_.state = state;
+  AlignedBuffer block(kBlockSize);
+  encode_fs_superblock(sb_, std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
+  if (auto r = volume_.write(0, block.span()); !r) return r;
+  return volume_.flush();
+}
+
+Result<void> Filesystem::unmount() {
+  if (options_.read_only) return {};
+  if (auto r = sync(); !r) return r;
+  {
+    // Files unlinked while open are freed now that nothing holds them.
+    Lock lock(mutex_);
+    std::vector<uint64_t> orphans;
+    for (auto& [ino, inode] : inode_cache_) {
+      if (inode->disk.nlink == 0) orphans.push_back(ino);
+    }
+    for (uint64_t ino : orphans) {
+      Inode& inode = *inode_cache_.at(ino);
+      inode.lookups = 0;
+      inode.opens = 0;
+      if (auto r = destroy_inode_in_steps(inode, lock); !r) return r;
+    }
+  }
+  if (auto r = commit(); !r) return r;
+  if (auto r = checkpoint(); !r) return r;
+  stop_threads();
+  return write_superblock(FsState::clean);
+}
+
+}  // namespace stripefs::fs
