@@ -106,22 +106,6 @@ void Filesystem::insert_range(Inode& inode, uint64_t offset, uint64_t length,
   restore_size_later(inode);
 }
 
-// Calls f(first, end) for each run of unmapped file blocks in [first, end) (pending
-// extents count as mapped: their blocks are allocated).
-template <class F>
-void Filesystem::for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f) {
-  uint64_t b = first;
-  auto it = inode.extents.upper_bound(b);
-  if (it != inode.extents.begin()) --it;
-  for (; b < end && it != inode.extents.end(); ++it) {
-    const Extent& x = it->second.extent;
-    if (x.logical_end() <= b) continue;
-    if (x.logical > b) f(b, std::min(end, x.logical));
-    b = std::max(b, x.logical_end());
-  }
-  if (b < end) f(b, end);
-}
-
 // Space for `blocks` more blocks of data: what is free, less what is promised and the
 // metadata reserve. Space freed by unlinks waits for a checkpoint: force one when short.
 Result<void> Filesystem::ensure_space(uint64_t blocks, Lock& lock) {
@@ -159,8 +143,8 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
   const uint64_t first = offset / kBlockSize, last = end / kBlockSize;
   auto needed = [&] {
     uint64_t need = 0;
-    for_each_hole(inode, first, last,
-                  [&](uint64_t a, uint64_t b) { need += (b - a) - inode.delalloc.count(a, b); });
+    inode.extents.for_each_hole(
+        first, last, [&](uint64_t a, uint64_t b) { need += (b - a) - inode.delalloc.count(a, b); });
     return need;
   };
   if (auto r = ensure_space(needed(), lock); !r) return r;
@@ -170,8 +154,8 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
   if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
     return fail(ENOSPC, "no space left on the filesystem");
   }
-  for_each_hole(inode, first, last,
-                [&](uint64_t a, uint64_t b) { delalloc_reserved_ += inode.delalloc.add(a, b); });
+  inode.extents.for_each_hole(
+      first, last, [&](uint64_t a, uint64_t b) { delalloc_reserved_ += inode.delalloc.add(a, b); });
   return {};
 }
 
@@ -188,22 +172,10 @@ void Filesystem::throttle(Lock& lock) {
 
 namespace {
 // For plan_read: the volume block holding file block b (0: reads as zeros) and how many
-// blocks from b share that answer. Unwritten and in-flight blocks read as zeros (in-flight
-// data is in the cache).
+// blocks from b share that answer.
 template <class Inode>
 auto readable_run(Inode& inode) {
-  return [&inode](uint64_t b) -> std::pair<uint64_t, uint64_t> {
-    auto e = inode.extents.upper_bound(b);
-    if (e != inode.extents.begin()) {
-      auto p = std::prev(e);
-      const Extent& x = p->second.extent;
-      if (b < x.logical_end()) {
-        const uint64_t v = (x.unwritten || p->second.pending) ? 0 : x.physical + (b - x.logical);
-        return {v, x.logical_end() - b};
-      }
-    }
-    return {0, e == inode.extents.end() ? UINT64_MAX : e->first - b};
-  };
+  return [&inode](uint64_t b) { return inode.extents.readable_run(b); };
 }
 
 // Plans [begin, end) of `inode` from its cache and extents.
@@ -478,19 +450,18 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
     }
     for (uint64_t b = first; b < stop;) {
       // The extent covering b, or the hole up to the next one.
-      auto e = inode.extents.upper_bound(b);
+      const ExtentMap::At here = inode.extents.at(b);
       uint64_t run = 0, volume_block = 0;
-      if (e != inode.extents.begin() && b < std::prev(e)->second.extent.logical_end()) {
-        const Extent& x = std::prev(e)->second.extent;
+      if (here.extent != nullptr) {
+        const Extent& x = here.extent->extent;
         run = std::min(stop, x.logical_end()) - b;
         volume_block = x.physical + (b - x.logical);
         if (x.unwritten) job->converted.emplace_back(b, b + run);
       } else {
-        const uint64_t hole_end = e == inode.extents.end() ? stop : std::min(stop, e->first);
+        const uint64_t hole_end = std::min(stop, here.next);
         uint64_t goal = 0;
-        if (e != inode.extents.begin()) {
-          const Extent& x = std::prev(e)->second.extent;
-          if (x.logical_end() == b) goal = x.physical + x.length;
+        if (here.previous != nullptr && here.previous->extent.logical_end() == b) {
+          goal = here.previous->extent.physical + here.previous->extent.length;
         }
         const uint64_t want = std::min<uint64_t>({hole_end - b, kMaxExtentLength, step_blocks()});
         auto got = blocks_->reserve(want, goal, b % stripe == 0 ? stripe : 1);
@@ -505,8 +476,8 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
         delalloc_reserved_ -= inode.delalloc.remove(b, b + got->second);
         run = got->second;
         volume_block = got->first;
-        inode.extents.emplace(
-            b, MemExtent{Extent{b, got->first, static_cast<uint32_t>(run), false}, true});
+        inode.extents.add(
+            MemExtent{Extent{b, got->first, static_cast<uint32_t>(run), false}, true});
         job->allocated.emplace_back(b, b + run);
       }
       const size_t at = r.buffer_offset + (b * kBlockSize - start);
@@ -540,45 +511,11 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   return {};
 }
 
-void Filesystem::split_extent_at(Inode& inode, uint64_t file_block) {
-  auto it = inode.extents.upper_bound(file_block);
-  if (it == inode.extents.begin()) return;
-  --it;
-  MemExtent& m = it->second;
-  if (m.extent.logical >= file_block || m.extent.logical_end() <= file_block) return;
-  MemExtent tail = m;
-  tail.extent.logical = file_block;
-  tail.extent.physical += file_block - m.extent.logical;
-  tail.extent.length = static_cast<uint32_t>(m.extent.logical_end() - file_block);
-  m.extent.length = static_cast<uint32_t>(file_block - m.extent.logical);
-  inode.extents.emplace(file_block, tail);
-}
-
 // Data of [first, end) reached the volume: its extents become ordinary written extents.
 void Filesystem::settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written) {
-  split_extent_at(inode, first);
-  split_extent_at(inode, end);
-  for (auto it = inode.extents.lower_bound(first); it != inode.extents.end() && it->first < end;
-       ++it) {
-    if (it->second.pending) {
-      blocks_->mark_used(*meta_, it->second.extent.physical, it->second.extent.length);
-      inode.disk.blocks += it->second.extent.length;
-      it->second.pending = false;
-    }
-    if (written) it->second.extent.unwritten = false;
-  }
-  // Merge neighbours back together.
-  auto it = inode.extents.lower_bound(first);
-  if (it != inode.extents.begin()) --it;
-  while (it != inode.extents.end() && it->first <= end) {
-    auto next = std::next(it);
-    if (next == inode.extents.end()) break;
-    if (mergeable(it->second, next->second)) {
-      it->second.extent.length += next->second.extent.length;
-      inode.extents.erase(next);
-    } else {
-      it = next;
-    }
+  for (auto [physical, length] : inode.extents.settle(first, end, written)) {
+    blocks_->mark_used(*meta_, physical, length);
+    inode.disk.blocks += length;
   }
   inode.extents_dirty = true;
   dirty_inodes_.insert(inode.ino);
@@ -726,9 +663,7 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
         ++b;
         continue;
       }
-      uint64_t hole_end = align_up(end) / kBlockSize;
-      if (auto e = n.extents.upper_bound(b); e != n.extents.end())
-        hole_end = std::min(hole_end, e->first);
+      const uint64_t hole_end = std::min(align_up(end) / kBlockSize, n.extents.at(b).next);
       const uint64_t want = std::min<uint64_t>(hole_end - b, kMaxExtentLength);
       // Blocks promised to dirty data over this hole are allocated now: their promise moves.
       const uint64_t promised = n.delalloc.count(b, b + want);
@@ -769,16 +704,13 @@ Result<uint64_t> Filesystem::lseek(uint64_t ino, uint64_t offset, int whence) {
       if (c->first <= b * kBlockSize) return {true, c->second / kBlockSize};
       until = c->first / kBlockSize;
     }
-    auto e = n.extents.upper_bound(b);
-    if (e != n.extents.begin()) {
-      auto p = std::prev(e);
-      const Extent& x = p->second.extent;
-      if (b < x.logical_end()) {
-        if (!x.unwritten) return {true, x.logical_end()};
-        return {false, std::min(until, x.logical_end())};
-      }
+    const ExtentMap::At here = n.extents.at(b);
+    if (here.extent != nullptr) {
+      const Extent& x = here.extent->extent;
+      if (!x.unwritten) return {true, x.logical_end()};
+      return {false, std::min(until, x.logical_end())};
     }
-    if (e != n.extents.end()) until = std::min(until, e->first);
+    until = std::min(until, here.next);
     return {false, until};
   };
   uint64_t b = offset / kBlockSize;

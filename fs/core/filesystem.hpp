@@ -246,8 +246,6 @@ class Filesystem {
   void maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
   void throttle(Lock& lock);
   Result<void> reserve_delalloc(Inode& inode, uint64_t offset, uint64_t end, Lock& lock);
-  template <class F>
-  void for_each_hole(Inode& inode, uint64_t first, uint64_t end, F&& f);
   Result<void> ensure_space(uint64_t blocks, Lock& lock);  // commits and checkpoints to find it
   Lock change_lock();  // the lock, after committing a running transaction grown large
   // write() and write_shared() share these three.
@@ -261,7 +259,6 @@ class Filesystem {
   Result<void> commit_while_large(Lock& lock);
   Result<std::shared_ptr<AlignedBuffer>> zero_range_in_cache(Inode& inode, uint64_t offset,
                                                              uint64_t end, Lock& lock);
-  void split_extent_at(Inode& inode, uint64_t file_block);
   void settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written);
   uint64_t start_read_locked();      // with mutex_: the read's epoch, counted active
   void finish_read(uint64_t epoch);  // without mutex_ (it may be held by another thread)

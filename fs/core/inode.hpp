@@ -1,28 +1,13 @@
 // The in-memory inode (private to the filesystem core).
 #pragma once
 #include <map>
+#include "fs/core/extent_map.hpp"
 #include "fs/core/file_cache.hpp"
 #include "fs/core/filesystem.hpp"
 #include "fs/core/fs_log.hpp"
 #include "fs/core/interval_set.hpp"
 
 namespace stripefs::fs {
-
-// A file-block mapping in memory. `pending`: allocated for data still in flight, so not yet
-// on disk (a commit leaves it out: ordered mode).
-struct MemExtent {
-  Extent extent;
-  bool pending = false;
-};
-
-// Whether b continues a (file and volume blocks both contiguous, same state) and the two
-// fit in one extent.
-inline bool mergeable(const MemExtent& a, const MemExtent& b) {
-  return a.pending == b.pending && a.extent.unwritten == b.extent.unwritten &&
-         a.extent.logical_end() == b.extent.logical &&
-         a.extent.physical + a.extent.length == b.extent.physical &&
-         uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength;
-}
 
 struct Filesystem::Inode {
   uint64_t ino = 0;
@@ -36,10 +21,10 @@ struct Filesystem::Inode {
   uint32_t opens = 0;
   bool extents_loaded = false;
   bool extents_dirty = false;
-  std::map<uint64_t, MemExtent> extents;  // by first file block
-  std::vector<uint64_t> tree_blocks;      // on-disk extent tree blocks (freed when rewritten)
-  FileCache cache;                        // data written and not yet on the members
-  unsigned writebacks = 0;                // jobs in flight
+  ExtentMap extents;
+  std::vector<uint64_t> tree_blocks;  // on-disk extent tree blocks (freed when rewritten)
+  FileCache cache;                    // data written and not yet on the members
+  unsigned writebacks = 0;            // jobs in flight
   // File blocks of dirty data that have no volume blocks yet, each promised one (counted in
   // delalloc_reserved_): so writeback never meets ENOSPC after write() said yes.
   IntervalSet delalloc;

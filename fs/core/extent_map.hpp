@@ -1,0 +1,109 @@
+// One file's block map in memory: file blocks to volume blocks, as extents ordered by file
+// block. An extent is written, unwritten (preallocated by fallocate: reads as zeros) or
+// pending (allocated at writeback for data still in flight: not on disk yet, so a commit
+// leaves it out; ordered mode). On disk the map is kept inline in the inode or as a tree
+// (file_extents.cpp); this is the map alone, which allocates and frees nothing: the calls
+// that change it say which volume blocks changed hands.
+//
+// Not thread-safe: each ExtentMap lives in its inode, under the filesystem lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "fs/core/format.hpp"
+
+namespace stripefs::fs {
+
+struct MemExtent {
+  Extent extent;
+  bool pending = false;
+};
+
+// Whether b continues a (file and volume blocks both contiguous, same state) and the two
+// fit in one extent.
+inline bool mergeable(const MemExtent& a, const MemExtent& b) {
+  return a.pending == b.pending && a.extent.unwritten == b.extent.unwritten &&
+         a.extent.logical_end() == b.extent.logical &&
+         a.extent.physical + a.extent.length == b.extent.physical &&
+         uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength;
+}
+
+// Volume blocks [first, first + count) that left the map.
+struct RemovedRun {
+  uint64_t physical;
+  uint64_t count;
+  bool pending;  // never written: its data was still in flight
+};
+
+class ExtentMap {
+ public:
+  using Map = std::map<uint64_t, MemExtent>;  // by first file block
+
+  // What is at file block `b`: the extent holding it (null in a hole); the last extent that
+  // starts before `b` (null if none; when `extent` is null it ends at or before `b`); and
+  // where the next extent after `b` starts (UINT64_MAX if none).
+  struct At {
+    const MemExtent* extent;
+    const MemExtent* previous;
+    uint64_t next;
+  };
+  At at(uint64_t file_block) const;
+  // The volume block holding file block `b`, whatever its state; 0 in a hole.
+  uint64_t map(uint64_t file_block) const;
+  // For reads: the volume block to read file block `b` from (0: it reads as zeros, being a
+  // hole, unwritten, or pending, whose data is in the cache) and how many blocks from `b`
+  // share that answer.
+  std::pair<uint64_t, uint64_t> readable_run(uint64_t file_block) const;
+  // Calls f(first, end) for each run of unmapped file blocks in [first, end) (pending
+  // extents count as mapped: their blocks are allocated).
+  template <class F>
+  void for_each_hole(uint64_t first, uint64_t end, F&& f) const;
+
+  // Adds an extent that overlaps none, as it is (loading, or a pending one at writeback).
+  void add(const MemExtent& extent) { map_.emplace(extent.extent.logical, extent); }
+  // Adds a written or unwritten extent in place of whatever starts at its first block,
+  // merged with its neighbours where contiguous.
+  void insert(Extent extent);
+  // Removes the mappings of file blocks [first, end), cutting extents at both ends.
+  std::vector<RemovedRun> remove(uint64_t first, uint64_t end);
+  // Splits the extent across `file_block`, if one does.
+  void split_at(uint64_t file_block);
+  // The data of [first, end) reached the volume: pending extents there are on disk from now
+  // on (their volume runs are returned: the allocator records them), and with `written`
+  // unwritten ones become written. Neighbours merge again.
+  std::vector<std::pair<uint64_t, uint64_t>> settle(uint64_t first, uint64_t end, bool written);
+
+  // The extents a commit stores: all but the pending ones.
+  std::vector<Extent> on_disk() const;
+  // Where, going back from `stop`, the `count`-th extent that reaches past `first` starts
+  // (not before `first`); `first` when fewer reach past it. Frees in steps use it.
+  uint64_t start_of_last(uint64_t first, uint64_t stop, uint64_t count) const;
+  // The file block after the last extent (0 when empty).
+  uint64_t end_block() const;
+  bool empty() const { return map_.empty(); }
+  size_t size() const { return map_.size(); }
+  Map::const_iterator begin() const { return map_.begin(); }
+  Map::const_iterator end() const { return map_.end(); }
+
+ private:
+  Map map_;
+};
+
+template <class F>
+void ExtentMap::for_each_hole(uint64_t first, uint64_t end, F&& f) const {
+  uint64_t b = first;
+  auto it = map_.upper_bound(b);
+  if (it != map_.begin()) --it;
+  for (; b < end && it != map_.end(); ++it) {
+    const Extent& x = it->second.extent;
+    if (x.logical_end() <= b) continue;
+    if (x.logical > b) f(b, std::min(end, x.logical));
+    b = std::max(b, x.logical_end());
+  }
+  if (b < end) f(b, end);
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,179 @@
+#include "fs/core/extent_map.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace stripefs::fs {
+namespace {
+
+TEST(ExtentMap, InsertMergesContiguousNeighbours) {
+  ExtentMap map;
+  map.insert(Extent{0, 100, 4, false});
+  map.insert(Extent{8, 108, 4, false});
+  EXPECT_EQ(map.size(), 2u);
+  map.insert(Extent{4, 104, 4, false});
+  ASSERT_EQ(map.size(), 1u) << "the middle joins both";
+  EXPECT_EQ(map.begin()->second.extent, (Extent{0, 100, 12, false}));
+  map.insert(Extent{12, 200, 4, false});  // not contiguous on the volume
+  map.insert(Extent{16, 204, 4, true});   // unwritten: another state
+  EXPECT_EQ(map.size(), 3u);
+  EXPECT_EQ(map.map(13), 201u);
+  EXPECT_EQ(map.map(20), 0u);
+  EXPECT_EQ(map.end_block(), 20u);
+}
+
+TEST(ExtentMap, RemoveCutsAtBothEndsAndReportsTheFreedRuns) {
+  ExtentMap map;
+  map.insert(Extent{0, 100, 10, false});
+  map.add(MemExtent{Extent{10, 500, 10, false}, true});
+  auto removed = map.remove(5, 15);
+  ASSERT_EQ(removed.size(), 2u);
+  EXPECT_EQ(removed[0].physical, 105u);
+  EXPECT_EQ(removed[0].count, 5u);
+  EXPECT_FALSE(removed[0].pending);
+  EXPECT_EQ(removed[1].physical, 500u);
+  EXPECT_EQ(removed[1].count, 5u);
+  EXPECT_TRUE(removed[1].pending);
+  EXPECT_EQ(map.map(4), 104u);
+  EXPECT_EQ(map.map(5), 0u);
+  EXPECT_EQ(map.map(15), 505u);
+}
+
+// Reads see zeros where nothing is on disk yet: holes, unwritten and pending extents.
+TEST(ExtentMap, ReadableRunsAndHoles) {
+  ExtentMap map;
+  map.insert(Extent{2, 100, 2, false});
+  map.insert(Extent{4, 300, 2, true});
+  map.add(MemExtent{Extent{6, 400, 2, false}, true});
+  EXPECT_EQ(map.readable_run(0), (std::pair<uint64_t, uint64_t>{0, 2}));
+  EXPECT_EQ(map.readable_run(3), (std::pair<uint64_t, uint64_t>{101, 1}));
+  EXPECT_EQ(map.readable_run(4), (std::pair<uint64_t, uint64_t>{0, 2}));
+  EXPECT_EQ(map.readable_run(6), (std::pair<uint64_t, uint64_t>{0, 2}));
+  EXPECT_EQ(map.readable_run(9).first, 0u);
+  EXPECT_EQ(map.readable_run(9).second, UINT64_MAX);
+  std::vector<std::pair<uint64_t, uint64_t>> holes;
+  map.for_each_hole(0, 12, [&](uint64_t a, uint64_t b) { holes.emplace_back(a, b); });
+  EXPECT_EQ(holes, (std::vector<std::pair<uint64_t, uint64_t>>{{0, 2}, {8, 12}}))
+      << "pending and unwritten extents are allocated";
+  EXPECT_EQ(map.on_disk().size(), 2u) << "pending extents are left out of commits";
+}
+
+TEST(ExtentMap, AtSaysWhatSurroundsABlock) {
+  ExtentMap map;
+  map.insert(Extent{2, 100, 2, false});
+  map.insert(Extent{10, 200, 2, false});
+  auto in_hole = map.at(6);
+  EXPECT_EQ(in_hole.extent, nullptr);
+  ASSERT_NE(in_hole.previous, nullptr);
+  EXPECT_EQ(in_hole.previous->extent.logical, 2u);
+  EXPECT_EQ(in_hole.next, 10u);
+  auto inside = map.at(11);
+  ASSERT_NE(inside.extent, nullptr);
+  EXPECT_EQ(inside.extent->extent.logical, 10u);
+  ASSERT_NE(inside.previous, nullptr);
+  EXPECT_EQ(inside.previous->extent.logical, 2u);
+  EXPECT_EQ(inside.next, UINT64_MAX);
+  auto before_all = map.at(0);
+  EXPECT_EQ(before_all.previous, nullptr);
+  EXPECT_EQ(before_all.next, 2u);
+}
+
+// Writeback completes: pending extents go on disk (their runs returned for the allocator),
+// unwritten ones become written, and the pieces merge again.
+TEST(ExtentMap, SettleRecordsPendingRunsAndMerges) {
+  ExtentMap map;
+  map.insert(Extent{0, 100, 4, false});
+  map.add(MemExtent{Extent{4, 104, 4, false}, true});
+  map.insert(Extent{8, 108, 4, true});
+  auto on_disk = map.settle(4, 10, true);
+  EXPECT_EQ(on_disk, (std::vector<std::pair<uint64_t, uint64_t>>{{104, 4}}));
+  ASSERT_EQ(map.size(), 2u) << "[0,10) written in one extent, [10,12) still unwritten";
+  EXPECT_EQ(map.begin()->second.extent, (Extent{0, 100, 10, false}));
+  EXPECT_TRUE(std::next(map.begin())->second.extent.unwritten);
+}
+
+TEST(ExtentMap, StartOfLastCountsExtentsBackFromTheStop) {
+  ExtentMap map;
+  for (uint64_t i = 0; i < 6; ++i) map.insert(Extent{i * 10, 1000 + i * 100, 5, false});
+  EXPECT_EQ(map.start_of_last(0, 60, 2), 40u);
+  EXPECT_EQ(map.start_of_last(42, 60, 2), 42u) << "not before first";
+  EXPECT_EQ(map.start_of_last(0, 60, 10), 0u) << "fewer than asked: first";
+}
+
+// Against a per-block model: random inserts, removes and settles.
+TEST(ExtentMap, MatchesABlockModel) {
+  constexpr uint64_t kBlocks = 96;
+  struct Block {
+    uint64_t physical = 0;  // 0: hole
+    bool unwritten = false;
+    bool pending = false;
+  };
+  std::mt19937_64 rng(7);
+  ExtentMap map;
+  std::vector<Block> model(kBlocks);
+  uint64_t next_physical = 1000;
+  for (int step = 0; step < 4000; ++step) {
+    const uint64_t a = rng() % kBlocks, n = 1 + rng() % 10, b = std::min(kBlocks, a + n);
+    switch (rng() % 4) {
+      case 0:
+      case 1: {  // allocate over a hole: written, unwritten or pending
+        uint64_t end = a;
+        while (end < b && model[end].physical == 0) ++end;
+        if (end == a) break;
+        const uint64_t physical = (rng() % 2) ? next_physical : next_physical + 7;
+        next_physical += 20;
+        const unsigned kind = rng() % 3;
+        const Extent e{a, physical, static_cast<uint32_t>(end - a), kind == 1};
+        if (kind == 2) {
+          map.add(MemExtent{e, true});
+        } else {
+          map.insert(e);
+        }
+        for (uint64_t i = a; i < end; ++i) model[i] = {physical + (i - a), kind == 1, kind == 2};
+        break;
+      }
+      case 2: {
+        uint64_t freed = 0;
+        for (const RemovedRun& r : map.remove(a, b)) freed += r.count;
+        uint64_t expected = 0;
+        for (uint64_t i = a; i < b; ++i) {
+          expected += model[i].physical != 0;
+          model[i] = {};
+        }
+        ASSERT_EQ(freed, expected) << "step " << step;
+        break;
+      }
+      case 3: {
+        const bool written = rng() % 2;
+        uint64_t recorded = 0;
+        for (auto [physical, length] : map.settle(a, b, written)) recorded += length;
+        uint64_t expected = 0;
+        for (uint64_t i = a; i < b; ++i) {
+          if (model[i].physical == 0) continue;
+          expected += model[i].pending;
+          model[i].pending = false;
+          if (written) model[i].unwritten = false;
+        }
+        ASSERT_EQ(recorded, expected) << "step " << step;
+        break;
+      }
+    }
+    for (uint64_t i = 0; i < kBlocks; ++i) {
+      ASSERT_EQ(map.map(i), model[i].physical) << "block " << i << " step " << step;
+      const auto run = map.readable_run(i);
+      const bool readable = model[i].physical != 0 && !model[i].unwritten && !model[i].pending;
+      ASSERT_EQ(run.first, readable ? model[i].physical : 0) << "block " << i << " step " << step;
+    }
+    uint64_t previous_end = 0;
+    for (const auto& [first, m] : map) {
+      ASSERT_EQ(first, m.extent.logical);
+      ASSERT_GE(first, previous_end) << "extents overlap, step " << step;
+      ASSERT_GT(m.extent.length, 0u);
+      previous_end = m.extent.logical_end();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stripefs::fs
