@@ -31,6 +31,7 @@
 #include <vector>
 #include "fs/core/allocator.hpp"
 #include "fs/core/data_buffers.hpp"
+#include "fs/core/directory_index.hpp"
 #include "fs/core/format.hpp"
 #include "fs/core/meta_store.hpp"
 #include "fs/core/volume_device.hpp"
@@ -218,17 +219,8 @@ class Filesystem {
   Result<void> destroy_inode_in_steps(Inode& inode, Lock& lock);
   void free_blocks(uint64_t first, uint64_t count);
 
-  // directories (directory.cpp)
-  uint64_t name_key(std::string_view name) const;
-  Result<void> dir_init(Inode& dir);
-  Result<std::optional<DirEntry>> dir_find(Inode& dir, std::string_view name);
-  Result<void> dir_add(Inode& dir, std::string_view name, uint64_t ino, uint8_t type);
-  Result<void> dir_remove(Inode& dir, std::string_view name);
-  Result<void> dir_set(Inode& dir, std::string_view name, uint64_t ino, uint8_t type);
-  Result<DirHeader> dir_header(Inode& dir);
-  Result<uint64_t> dir_bucket_block(Inode& dir, const DirHeader& header, uint64_t key);
-  Result<void> dir_split(Inode& dir, DirHeader& header);
-  Result<bool> dir_empty(Inode& dir);
+  // directories (directory_index.hpp): the index of `dir`, for this operation
+  DirectoryIndex directory(Inode& dir);
 
   // file data (file_data.cpp)
   Result<void> fill_from_volume(Inode& inode, uint64_t offset, std::span<std::byte> dest,

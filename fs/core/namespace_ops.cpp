@@ -36,7 +36,7 @@ Result<Attr> Filesystem::lookup(uint64_t parent, std::string_view name) {
   } else if (name == "..") {
     ino = (*dir)->disk.parent != 0 ? (*dir)->disk.parent : parent;
   } else {
-    auto entry = dir_find(**dir, name);
+    auto entry = directory(**dir).find(name);
     if (!entry) return fail(entry.error());
     if (!*entry) return fail(ENOENT, "no such entry");
     ino = (*entry)->ino;
@@ -105,7 +105,7 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
   Inode& d = **dir;
   if (!d.is_dir()) return fail(ENOTDIR, "not a directory");
   if (d.disk.nlink == 0) return fail(ENOENT, "directory was removed");
-  auto existing = dir_find(d, name);
+  auto existing = directory(d).find(name);
   if (!existing) return fail(existing.error());
   if (*existing) return fail(EEXIST, "exists");
   Caller owner = caller;
@@ -118,9 +118,9 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
   n.disk.rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0;
   if (type == S_IFDIR) {
     n.disk.nlink = 2;
-    if (auto r = dir_init(n); !r) return fail(r.error());
+    if (auto r = directory(n).init(); !r) return fail(r.error());
   }
-  if (auto r = dir_add(d, name, n.ino, dtype(final_mode)); !r) {
+  if (auto r = directory(d).add(name, n.ino, dtype(final_mode)); !r) {
     n.disk.nlink = 0;
     maybe_evict(n, lock);
     return fail(r.error());
@@ -143,7 +143,7 @@ Result<Attr> Filesystem::symlink(uint64_t parent, std::string_view name, std::st
   if (!dir) return fail(dir.error());
   Inode& d = **dir;
   if (!d.is_dir()) return fail(ENOTDIR, "not a directory");
-  auto existing = dir_find(d, name);
+  auto existing = directory(d).find(name);
   if (!existing) return fail(existing.error());
   if (*existing) return fail(EEXIST, "exists");
   auto created = new_inode(S_IFLNK | 0777, caller, 0);
@@ -163,7 +163,7 @@ Result<Attr> Filesystem::symlink(uint64_t parent, std::string_view name, std::st
     std::memcpy(image.data(), target.data(), target.size());
     n.disk.symlink_crc = symlink_checksum(target);
   }
-  if (auto r = dir_add(d, name, n.ino, DT_LNK); !r) {
+  if (auto r = directory(d).add(name, n.ino, DT_LNK); !r) {
     n.disk.nlink = 0;
     maybe_evict(n, lock);
     return fail(r.error());
@@ -207,10 +207,10 @@ Result<Attr> Filesystem::link(uint64_t ino, uint64_t parent, std::string_view na
   if (!dir) return fail(dir.error());
   Inode& d = **dir;
   if (!d.is_dir()) return fail(ENOTDIR, "not a directory");
-  auto existing = dir_find(d, name);
+  auto existing = directory(d).find(name);
   if (!existing) return fail(existing.error());
   if (*existing) return fail(EEXIST, "exists");
-  if (auto r = dir_add(d, name, ino, dtype(n.disk.mode)); !r) return fail(r.error());
+  if (auto r = directory(d).add(name, ino, dtype(n.disk.mode)); !r) return fail(r.error());
   ++n.disk.nlink;
   n.disk.ctime = d.disk.mtime = d.disk.ctime = now();
   dirty(n);
@@ -225,14 +225,14 @@ Result<void> Filesystem::unlink(uint64_t parent, std::string_view name) {
   auto dir = get_inode(parent);
   if (!dir) return fail(dir.error());
   Inode& d = **dir;
-  auto entry = dir_find(d, name);
+  auto entry = directory(d).find(name);
   if (!entry) return fail(entry.error());
   if (!*entry) return fail(ENOENT, "no such entry");
   auto found = get_inode((*entry)->ino);
   if (!found) return fail(found.error());
   Inode& n = **found;
   if (n.is_dir()) return fail(EISDIR, "is a directory");
-  if (auto r = dir_remove(d, name); !r) return r;
+  if (auto r = directory(d).remove(name); !r) return r;
   --n.disk.nlink;
   n.disk.ctime = d.disk.mtime = d.disk.ctime = now();
   dirty(n);
@@ -263,17 +263,17 @@ Result<void> Filesystem::rmdir(uint64_t parent, std::string_view name) {
   auto dir = get_inode(parent);
   if (!dir) return fail(dir.error());
   Inode& d = **dir;
-  auto entry = dir_find(d, name);
+  auto entry = directory(d).find(name);
   if (!entry) return fail(entry.error());
   if (!*entry) return fail(ENOENT, "no such entry");
   auto found = get_inode((*entry)->ino);
   if (!found) return fail(found.error());
   Inode& n = **found;
   if (!n.is_dir()) return fail(ENOTDIR, "not a directory");
-  auto empty = dir_empty(n);
+  auto empty = directory(n).empty();
   if (!empty) return fail(empty.error());
   if (!*empty) return fail(ENOTEMPTY, "directory not empty");
-  if (auto r = dir_remove(d, name); !r) return r;
+  if (auto r = directory(d).remove(name); !r) return r;
   n.disk.nlink = 0;
   --d.disk.nlink;
   n.disk.ctime = d.disk.mtime = d.disk.ctime = now();
@@ -298,10 +298,10 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
   Inode& sd = **src_dir;
   Inode& dd = **dst_dir;
   if (!sd.is_dir() || !dd.is_dir()) return fail(ENOTDIR, "not a directory");
-  auto src_entry = dir_find(sd, name);
+  auto src_entry = directory(sd).find(name);
   if (!src_entry) return fail(src_entry.error());
   if (!*src_entry) return fail(ENOENT, "no such entry");
-  auto dst_entry = dir_find(dd, new_name);
+  auto dst_entry = directory(dd).find(new_name);
   if (!dst_entry) return fail(dst_entry.error());
   if ((flags & kRenameNoReplace) && *dst_entry) return fail(EEXIST, "target exists");
   if ((flags & kRenameExchange) && !*dst_entry) return fail(ENOENT, "no target to exchange");
@@ -335,8 +335,8 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
       if (!below) return fail(below.error());
       if (*below) return fail(EINVAL, "cannot move a directory below itself");
     }
-    if (auto r = dir_set(sd, name, o.ino, dtype(o.disk.mode)); !r) return r;
-    if (auto r = dir_set(dd, new_name, s.ino, dtype(s.disk.mode)); !r) return r;
+    if (auto r = directory(sd).set(name, o.ino, dtype(o.disk.mode)); !r) return r;
+    if (auto r = directory(dd).set(new_name, s.ino, dtype(s.disk.mode)); !r) return r;
     if (parent != new_parent) {
       if (s.is_dir()) {
         s.disk.parent = new_parent;
@@ -362,13 +362,13 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
     Inode& o = **other;
     if (s.is_dir()) {
       if (!o.is_dir()) return fail(ENOTDIR, "target is not a directory");
-      auto empty = dir_empty(o);
+      auto empty = directory(o).empty();
       if (!empty) return fail(empty.error());
       if (!*empty) return fail(ENOTEMPTY, "target directory not empty");
     } else if (o.is_dir()) {
       return fail(EISDIR, "target is a directory");
     }
-    if (auto r = dir_set(dd, new_name, s.ino, dtype(s.disk.mode)); !r) return r;
+    if (auto r = directory(dd).set(new_name, s.ino, dtype(s.disk.mode)); !r) return r;
     if (o.is_dir()) {
       o.disk.nlink = 0;
       --dd.disk.nlink;
@@ -378,10 +378,10 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
     o.disk.ctime = t;
     dirty(o);
     replaced = o.ino;
-  } else if (auto r = dir_add(dd, new_name, s.ino, dtype(s.disk.mode)); !r) {
+  } else if (auto r = directory(dd).add(new_name, s.ino, dtype(s.disk.mode)); !r) {
     return r;
   }
-  if (auto r = dir_remove(sd, name); !r) return r;
+  if (auto r = directory(sd).remove(name); !r) return r;
   if (s.is_dir() && parent != new_parent) {
     s.disk.parent = new_parent;
     --sd.disk.nlink;
@@ -398,6 +398,26 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
     maybe_evict(o, lock);
   }
   return {};
+}
+
+DirectoryIndex Filesystem::directory(Inode& dir) {
+  return DirectoryIndex(*meta_,
+                        {[this, &dir](uint64_t b) { return map_block(dir, b); },
+                         [this, &dir](uint64_t b) { return ensure_block(dir, b); }},
+                        sb_.hash_seed, dir.ino, dir.dir, dir.disk.size);
+}
+
+Result<void> Filesystem::readdir(uint64_t ino, uint64_t cookie, const DirFiller& add) {
+  Lock lock(mutex_);
+  auto dir = get_inode(ino);
+  if (!dir) return fail(dir.error());
+  if (!(*dir)->is_dir()) return fail(ENOTDIR, "not a directory");
+  if (cookie == 0 && !add(".", ino, DT_DIR, 1)) return {};
+  if (cookie <= 1) {
+    const uint64_t parent = (*dir)->disk.parent != 0 ? (*dir)->disk.parent : ino;
+    if (!add("..", parent, DT_DIR, 2)) return {};
+  }
+  return directory(**dir).list(cookie, add);
 }
 
 Result<void> Filesystem::open(uint64_t ino) {

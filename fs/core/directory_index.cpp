@@ -1,11 +1,10 @@
-// Directories: linear hashing over the directory's blocks (see format.hpp). Lookup reads one
-// bucket (rarely more: an overflow chain); a split moves half of one bucket, so no
-// operation touches more than a few blocks, however large the directory.
+#include "fs/core/directory_index.hpp"
+
 #include <dirent.h>
 
 #include <algorithm>
 
-#include "fs/core/inode.hpp"
+#include "fs/core/fs_log.hpp"
 
 namespace stripefs::fs {
 
@@ -32,8 +31,8 @@ std::pair<uint64_t, unsigned> bucket_of(const DirHeader& h, uint64_t key) {
 
 }  // namespace
 
-uint64_t Filesystem::name_key(std::string_view name) const {
-  uint64_t h = 0xcbf29ce484222325ull ^ sb_.hash_seed;
+uint64_t DirectoryIndex::name_key(std::string_view name, uint64_t hash_seed) {
+  uint64_t h = 0xcbf29ce484222325ull ^ hash_seed;
   for (char c : name) {
     h ^= static_cast<uint8_t>(c);
     h *= 0x100000001b3ull;
@@ -46,19 +45,19 @@ uint64_t Filesystem::name_key(std::string_view name) const {
   return h & kKeyMask;
 }
 
-Result<DirHeader> Filesystem::dir_header(Inode& dir) {
-  if (dir.dir) return *dir.dir;
-  auto block = map_block(dir, 0);
+Result<DirHeader> DirectoryIndex::read_header() {
+  if (header_) return *header_;
+  auto block = blocks_.map(0);
   if (!block) return fail(block.error());
-  if (*block == 0) return fail(EIO, "directory {}: no header block", dir.ino);
-  auto image = meta_->read(*block);
+  if (*block == 0) return fail(EIO, "directory {}: no header block", ino_);
+  auto image = meta_.read(*block);
   if (!image) return fail(image.error());
   auto header = decode_dir_header(*image, *block);
   if (!header) {
-    fs_log().error("directory {}: {}", dir.ino, header.error().message);
-    return fail(EIO, "directory {}: {}", dir.ino, header.error().message);
+    fs_log().error("directory {}: {}", ino_, header.error().message);
+    return fail(EIO, "directory {}: {}", ino_, header.error().message);
   }
-  dir.dir = *header;
+  header_ = *header;
   return *header;
 }
 
@@ -68,12 +67,10 @@ struct ChainBlock {
   uint64_t volume_block;
   DirBucket bucket;
 };
-}  // namespace
 
 // Every block of bucket `b`'s chain, decoded.
-static Result<std::vector<ChainBlock>> read_chain(
-    uint64_t b, const std::function<Result<uint64_t>(uint64_t)>& map, MetaStore& meta,
-    uint64_t ino) {
+Result<std::vector<ChainBlock>> read_chain(uint64_t b, const DirectoryIndex::MapBlock& map,
+                                           MetaStore& meta, uint64_t ino) {
   std::vector<ChainBlock> chain;
   uint64_t file_block = 1 + b;
   while (file_block != 0) {
@@ -97,37 +94,39 @@ static Result<std::vector<ChainBlock>> read_chain(
   return chain;
 }
 
-Result<void> Filesystem::dir_init(Inode& dir) {
-  auto header_block = ensure_block(dir, 0);
+}  // namespace
+
+Result<void> DirectoryIndex::init() {
+  auto header_block = blocks_.ensure(0);
   if (!header_block) return fail(header_block.error());
-  auto bucket_block = ensure_block(dir, 1);
+  auto bucket_block = blocks_.ensure(1);
   if (!bucket_block) return fail(bucket_block.error());
   DirHeader header;
-  encode_dir_header(header, *header_block, meta_->fresh(*header_block));
-  encode_dir_bucket(DirBucket{}, *bucket_block, meta_->fresh(*bucket_block));
-  dir.dir = header;
-  dir.disk.size = 2 * kBlockSize;
+  encode_dir_header(header, *header_block, meta_.fresh(*header_block));
+  encode_dir_bucket(DirBucket{}, *bucket_block, meta_.fresh(*bucket_block));
+  header_ = header;
+  size_ = 2 * kBlockSize;
   return {};
 }
 
-Result<std::optional<DirEntry>> Filesystem::dir_find(Inode& dir, std::string_view name) {
-  auto header = dir_header(dir);
+Result<std::optional<DirEntry>> DirectoryIndex::find(std::string_view name) {
+  auto header = read_header();
   if (!header) return fail(header.error());
-  const uint64_t key = name_key(name);
+  const uint64_t key = name_key(name, seed_);
   uint64_t file_block = 1 + bucket_of(*header, key).first;
   for (int hops = 0; file_block != 0; ++hops) {
-    if (hops > 100000) return fail(EIO, "directory {}: overflow chain loops", dir.ino);
-    auto block = map_block(dir, file_block);
+    if (hops > 100000) return fail(EIO, "directory {}: overflow chain loops", ino_);
+    auto block = blocks_.map(file_block);
     if (!block) return fail(block.error());
     if (*block == 0) {
-      return fail(EIO, "directory {}: file block {} is not mapped", dir.ino, file_block);
+      return fail(EIO, "directory {}: file block {} is not mapped", ino_, file_block);
     }
-    auto image = meta_->read(*block);
+    auto image = meta_.read(*block);
     if (!image) return fail(image.error());
     auto found = find_in_dir_bucket(*image, *block, key, name, &file_block);
     if (!found) {
-      fs_log().error("directory {}: {}", dir.ino, found.error().message);
-      return fail(EIO, "directory {}: {}", dir.ino, found.error().message);
+      fs_log().error("directory {}: {}", ino_, found.error().message);
+      return fail(EIO, "directory {}: {}", ino_, found.error().message);
     }
     if (*found) return found;
   }
@@ -140,22 +139,21 @@ void write_header(MetaStore& meta, uint64_t block, const DirHeader& header) {
 }
 }  // namespace
 
-Result<void> Filesystem::dir_add(Inode& dir, std::string_view name, uint64_t ino, uint8_t type) {
-  auto header = dir_header(dir);
+Result<void> DirectoryIndex::add(std::string_view name, uint64_t ino, uint8_t type) {
+  auto header = read_header();
   if (!header) return fail(header.error());
-  auto header_block = map_block(dir, 0);
+  auto header_block = blocks_.map(0);
   if (!header_block) return fail(header_block.error());
   // Split first, so the new entry goes straight to its final bucket; a split that fails
   // changes nothing a reader could see.
   if (header->entries + 1 > header->buckets() * kSplitLoad) {
-    if (auto r = dir_split(dir, *header); !r) return r;
-    write_header(*meta_, *header_block, *header);
-    dir.dir = *header;
+    if (auto r = split(*header); !r) return r;
+    write_header(meta_, *header_block, *header);
+    header_ = *header;
   }
-  DirEntry entry{name_key(name), ino, type, std::string(name)};
+  DirEntry entry{name_key(name, seed_), ino, type, std::string(name)};
   const size_t need = DirBucket::entry_bytes(name.size());
-  auto map = [&](uint64_t fb) { return map_block(dir, fb); };
-  auto chain = read_chain(bucket_of(*header, entry.key).first, map, *meta_, dir.ino);
+  auto chain = read_chain(bucket_of(*header, entry.key).first, blocks_.map, meta_, ino_);
   if (!chain) return fail(chain.error());
   ChainBlock* room = nullptr;
   for (ChainBlock& c : *chain) {
@@ -170,45 +168,44 @@ Result<void> Filesystem::dir_add(Inode& dir, std::string_view name, uint64_t ino
     uint64_t file_block = header->free_overflow;
     uint64_t volume_block = 0;
     if (file_block != 0) {
-      auto mapped = map_block(dir, file_block);
+      auto mapped = blocks_.map(file_block);
       if (!mapped) return fail(mapped.error());
-      auto image = meta_->read(*mapped);
+      auto image = meta_.read(*mapped);
       if (!image) return fail(image.error());
       auto freed = decode_dir_bucket(*image, *mapped);
-      if (!freed) return fail(EIO, "directory {}: {}", dir.ino, freed.error().message);
+      if (!freed) return fail(EIO, "directory {}: {}", ino_, freed.error().message);
       header->free_overflow = freed->overflow;
       volume_block = *mapped;
     } else {
       file_block = header->next_overflow;
-      auto mapped = ensure_block(dir, file_block);
+      auto mapped = blocks_.ensure(file_block);
       if (!mapped) return fail(mapped.error());
       ++header->next_overflow;
       volume_block = *mapped;
-      meta_->fresh(volume_block);
+      meta_.fresh(volume_block);
     }
     ChainBlock& last = chain->back();
     last.bucket.overflow = file_block;
-    encode_dir_bucket(last.bucket, last.volume_block, meta_->modify(last.volume_block));
+    encode_dir_bucket(last.bucket, last.volume_block, meta_.modify(last.volume_block));
     chain->push_back({file_block, volume_block, DirBucket{}});
     room = &chain->back();
   }
   room->bucket.entries.push_back(std::move(entry));
-  encode_dir_bucket(room->bucket, room->volume_block, meta_->modify(room->volume_block));
+  encode_dir_bucket(room->bucket, room->volume_block, meta_.modify(room->volume_block));
   ++header->entries;
-  write_header(*meta_, *header_block, *header);
-  dir.dir = *header;
+  write_header(meta_, *header_block, *header);
+  header_ = *header;
   return {};
 }
 
 // Splits bucket `split` into itself and `split + 2^level` (linear hashing). Every block it
 // needs is allocated before any is written: on ENOSPC the directory is as it was (blocks
 // allocated meanwhile stay mapped at the same file blocks, for the next attempt).
-Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
+Result<void> DirectoryIndex::split(DirHeader& header) {
   const uint64_t from = header.split;
   const uint64_t to = from + (uint64_t{1} << header.level);
   const uint64_t mask = (uint64_t{1} << (header.level + 1)) - 1;
-  auto map = [&](uint64_t fb) { return map_block(dir, fb); };
-  auto chain = read_chain(from, map, *meta_, dir.ino);
+  auto chain = read_chain(from, blocks_.map, meta_, ino_);
   if (!chain) return fail(chain.error());
   std::vector<DirEntry> stay, move;
   for (ChainBlock& c : *chain) {
@@ -229,7 +226,7 @@ Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
   std::vector<DirBucket> stay_buckets = packed(stay), move_buckets = packed(move);
 
   // Blocks: the old chain's head, then its overflow blocks, then new ones.
-  auto new_head = ensure_block(dir, 1 + to);
+  auto new_head = blocks_.ensure(1 + to);
   if (!new_head) return fail(new_head.error());
   std::vector<std::pair<uint64_t, uint64_t>> spare;  // (file block, volume block)
   for (size_t i = chain->size(); i-- > 1;) {
@@ -238,7 +235,7 @@ Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
   const size_t overflow_needed = (stay_buckets.size() - 1) + (move_buckets.size() - 1);
   uint64_t next = header.next_overflow;
   while (spare.size() < overflow_needed) {
-    auto vb = ensure_block(dir, next);
+    auto vb = blocks_.ensure(next);
     if (!vb) return fail(vb.error());
     spare.insert(spare.begin(), {next++, *vb});
   }
@@ -252,7 +249,7 @@ Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
     }
     for (size_t i = 0; i < buckets.size(); ++i) {
       buckets[i].overflow = i + 1 < buckets.size() ? blocks[i + 1].first : 0;
-      encode_dir_bucket(buckets[i], blocks[i].second, meta_->fresh(blocks[i].second));
+      encode_dir_bucket(buckets[i], blocks[i].second, meta_.fresh(blocks[i].second));
     }
   };
   write_chain(stay_buckets, chain->front().volume_block);
@@ -260,10 +257,10 @@ Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
   for (auto [fb, vb] : spare) {  // left over: onto the free list
     DirBucket freed;
     freed.overflow = header.free_overflow;
-    encode_dir_bucket(freed, vb, meta_->fresh(vb));
+    encode_dir_bucket(freed, vb, meta_.fresh(vb));
     header.free_overflow = fb;
   }
-  dir.disk.size = std::max<uint64_t>(dir.disk.size, (2 + to) * kBlockSize);
+  size_ = std::max<uint64_t>(size_, (2 + to) * kBlockSize);
   if (++header.split == (uint64_t{1} << header.level)) {
     ++header.level;
     header.split = 0;
@@ -271,13 +268,11 @@ Result<void> Filesystem::dir_split(Inode& dir, DirHeader& header) {
   return {};
 }
 
-Result<void> Filesystem::dir_remove(Inode& dir, std::string_view name) {
-  auto header = dir_header(dir);
+Result<void> DirectoryIndex::remove(std::string_view name) {
+  auto header = read_header();
   if (!header) return fail(header.error());
-  const uint64_t key = name_key(name);
-  auto chain = read_chain(
-      bucket_of(*header, key).first, [&](uint64_t fb) { return map_block(dir, fb); }, *meta_,
-      dir.ino);
+  const uint64_t key = name_key(name, seed_);
+  auto chain = read_chain(bucket_of(*header, key).first, blocks_.map, meta_, ino_);
   if (!chain) return fail(chain.error());
   for (size_t i = 0; i < chain->size(); ++i) {
     ChainBlock& c = (*chain)[i];
@@ -289,34 +284,32 @@ Result<void> Filesystem::dir_remove(Inode& dir, std::string_view name) {
       // An empty overflow block leaves the chain for the free list.
       ChainBlock& prev = (*chain)[i - 1];
       prev.bucket.overflow = c.bucket.overflow;
-      encode_dir_bucket(prev.bucket, prev.volume_block, meta_->modify(prev.volume_block));
+      encode_dir_bucket(prev.bucket, prev.volume_block, meta_.modify(prev.volume_block));
       c.bucket.overflow = header->free_overflow;
       header->free_overflow = c.file_block;
     }
-    encode_dir_bucket(c.bucket, c.volume_block, meta_->modify(c.volume_block));
+    encode_dir_bucket(c.bucket, c.volume_block, meta_.modify(c.volume_block));
     --header->entries;
-    write_header(*meta_, *map_block(dir, 0), *header);
-    dir.dir = *header;
+    write_header(meta_, *blocks_.map(0), *header);
+    header_ = *header;
     return {};
   }
   return fail(ENOENT, "no entry '{}'", name);
 }
 
 // Points an existing entry at another inode (rename over an existing name).
-Result<void> Filesystem::dir_set(Inode& dir, std::string_view name, uint64_t ino, uint8_t type) {
-  auto header = dir_header(dir);
+Result<void> DirectoryIndex::set(std::string_view name, uint64_t ino, uint8_t type) {
+  auto header = read_header();
   if (!header) return fail(header.error());
-  const uint64_t key = name_key(name);
-  auto chain = read_chain(
-      bucket_of(*header, key).first, [&](uint64_t fb) { return map_block(dir, fb); }, *meta_,
-      dir.ino);
+  const uint64_t key = name_key(name, seed_);
+  auto chain = read_chain(bucket_of(*header, key).first, blocks_.map, meta_, ino_);
   if (!chain) return fail(chain.error());
   for (ChainBlock& c : *chain) {
     for (DirEntry& e : c.bucket.entries) {
       if (e.key == key && e.name == name) {
         e.ino = ino;
         e.type = type;
-        encode_dir_bucket(c.bucket, c.volume_block, meta_->modify(c.volume_block));
+        encode_dir_bucket(c.bucket, c.volume_block, meta_.modify(c.volume_block));
         return {};
       }
     }
@@ -324,23 +317,14 @@ Result<void> Filesystem::dir_set(Inode& dir, std::string_view name, uint64_t ino
   return fail(ENOENT, "no entry '{}'", name);
 }
 
-Result<bool> Filesystem::dir_empty(Inode& dir) {
-  auto header = dir_header(dir);
+Result<bool> DirectoryIndex::empty() {
+  auto header = read_header();
   if (!header) return fail(header.error());
   return header->entries == 0;
 }
 
-Result<void> Filesystem::readdir(uint64_t ino, uint64_t cookie, const DirFiller& add) {
-  Lock lock(mutex_);
-  auto dir = get_inode(ino);
-  if (!dir) return fail(dir.error());
-  if (!(*dir)->is_dir()) return fail(ENOTDIR, "not a directory");
-  if (cookie == 0 && !add(".", ino, DT_DIR, 1)) return {};
-  if (cookie <= 1) {
-    const uint64_t parent = (*dir)->disk.parent != 0 ? (*dir)->disk.parent : ino;
-    if (!add("..", parent, DT_DIR, 2)) return {};
-  }
-  auto header = dir_header(**dir);
+Result<void> DirectoryIndex::list(uint64_t cookie, const Filler& add) {
+  auto header = read_header();
   if (!header) return fail(header.error());
   // Positions are bit-reversed keys: every bucket is one contiguous range of them.
   uint64_t position = cookie <= 2 ? 0 : cookie - 3 + 1;
@@ -348,8 +332,7 @@ Result<void> Filesystem::readdir(uint64_t ino, uint64_t cookie, const DirFiller&
   while (position < end) {
     const uint64_t key = reverse_bits(position, kKeyBits);
     auto [bucket, depth] = bucket_of(*header, key);
-    auto chain = read_chain(
-        bucket, [&](uint64_t fb) { return map_block(**dir, fb); }, *meta_, ino);
+    auto chain = read_chain(bucket, blocks_.map, meta_, ino_);
     if (!chain) return fail(chain.error());
     std::vector<std::pair<uint64_t, const DirEntry*>> entries;
     for (const ChainBlock& c : *chain) {
