@@ -129,62 +129,29 @@ Result<void> Filesystem::sync() {
   return checkpoint();
 }
 
-void Filesystem::submit_loop() {
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock lock(submit_mutex_);
-      submit_cv_.wait(lock, [&] { return submit_stopping_ || !submits_.empty(); });
-      if (submits_.empty()) return;
-      task = std::move(submits_.front());
-      submits_.pop_front();
-    }
-    task();
-  }
-}
-
-void Filesystem::post(std::function<void()> task) {
+// After each batch of completions, and at least every 200 ms (the worker's tick): writeback
+// of data dirty for longer than the writeback delay, the periodic commit, and a checkpoint
+// when the journal fills.
+void Filesystem::tick() {
+  const uint64_t t = monotonic_ns();
+  size_t dirty_blocks = 0;
   {
-    std::lock_guard lock(work_mutex_);
-    work_.push_back(std::move(task));
+    Lock lock(mutex_);
+    dirty_blocks = meta_->dirty_blocks() + dirty_inodes_.size();
+    meta_->trim();  // between operations: nothing holds a span into the cache
+    const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
+    for (auto& [ino, inode] : inode_cache_) {
+      // The oldest dirty range may have become dirty after t.
+      if (auto since = inode->cache.oldest_dirty(); since && *since + delay <= t) {
+        (void)start_writeback(*inode, 0, UINT64_MAX, lock);
+      }
+    }
   }
-  work_cv_.notify_one();
-}
-
-// Runs completions as they come, and at least every 200 ms: writeback of data dirty for longer
-// than the writeback delay, the periodic commit, and a checkpoint when the journal fills.
-void Filesystem::worker_loop() {
-  uint64_t last_commit = monotonic_ns();
-  for (;;) {
-    std::vector<std::function<void()>> tasks;
-    {
-      std::unique_lock lock(work_mutex_);
-      work_cv_.wait_for(lock, std::chrono::milliseconds(200),
-                        [&] { return stopping_ || !work_.empty(); });
-      if (stopping_ && work_.empty()) return;
-      tasks.swap(work_);
-    }
-    for (auto& task : tasks) task();
-    const uint64_t t = monotonic_ns();
-    size_t dirty_blocks = 0;
-    {
-      Lock lock(mutex_);
-      dirty_blocks = meta_->dirty_blocks() + dirty_inodes_.size();
-      meta_->trim();  // between operations: nothing holds a span into the cache
-      const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
-      for (auto& [ino, inode] : inode_cache_) {
-        // The oldest dirty range may have become dirty after t.
-        if (auto since = inode->cache.oldest_dirty(); since && *since + delay <= t) {
-          (void)start_writeback(*inode, 0, UINT64_MAX, lock);
-        }
-      }
-    }
-    if (t - last_commit >= static_cast<uint64_t>(options_.commit_interval_s * 1e9) ||
-        dirty_blocks > journal_->capacity_blocks() / 4) {
-      last_commit = t;
-      if (commit()) {
-        if (meta_->checkpoint_due()) (void)checkpoint();
-      }
+  if (t - last_commit_ >= static_cast<uint64_t>(options_.commit_interval_s * 1e9) ||
+      dirty_blocks > journal_->capacity_blocks() / 4) {
+    last_commit_ = t;
+    if (commit()) {
+      if (meta_->checkpoint_due()) (void)checkpoint();
     }
   }
 }

@@ -34,7 +34,10 @@
 #include "fs/core/directory_index.hpp"
 #include "fs/core/format.hpp"
 #include "fs/core/meta_store.hpp"
+#include "fs/core/submitter.hpp"
 #include "fs/core/volume_device.hpp"
+#include "fs/core/worker.hpp"
+#include "fs/core/writeback_plan.hpp"
 #include "journal/journal.hpp"
 #include "raid/aligned_buffer.hpp"
 #include "raid/volume.hpp"
@@ -167,7 +170,6 @@ class Filesystem {
 
  private:
   struct Inode;
-  struct WritebackJob;
   using Lock = std::unique_lock<std::mutex>;
 
   Filesystem(Volume& volume, FsOptions options, FsSuperblock sb);
@@ -260,8 +262,8 @@ class Filesystem {
   Result<void> commit();
   Result<void> commit_locked_steps();
   Result<void> checkpoint();
-  void worker_loop();
-  void post(std::function<void()> task);
+  void tick();
+  void post(std::function<void()> task) { worker_.post(std::move(task)); }
   Result<void> check_writable() const;
   Result<void> write_superblock(FsState state);
   Result<void> free_orphans();
@@ -307,22 +309,12 @@ class Filesystem {
 
   std::shared_ptr<DataBuffers> buffers_ = DataBuffers::create(64u << 20);
 
-  // The submitter hands writeback jobs to the Volume, off the filesystem lock and off the
-  // FUSE threads (on memory members the Volume copies and computes parity right there).
-  std::thread submitter_;
-  std::mutex submit_mutex_;
-  std::condition_variable submit_cv_;
-  std::deque<std::function<void()>> submits_;
-  bool submit_stopping_ = false;
-  void submit_loop();
+  // Background threads: the submitter hands writeback jobs to the Volume; the worker runs
+  // completions and the timers (tick). Both start at mount and stop at unmount.
+  Submitter submitter_{volume_};
+  Worker worker_{std::chrono::milliseconds(200), [this] { tick(); }};
+  uint64_t last_commit_ = 0;  // the worker's: when tick() last committed
   void stop_threads();
-
-  // The worker: completions, the writeback timer, the commit timer.
-  std::thread worker_;
-  std::mutex work_mutex_;
-  std::condition_variable work_cv_;
-  std::vector<std::function<void()>> work_;
-  bool stopping_ = false;
   bool draining_ = false;  // being destroyed without an unmount: no new writeback starts
 };
 

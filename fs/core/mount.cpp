@@ -11,7 +11,7 @@ Filesystem::Filesystem(Volume& volume, FsOptions options, FsSuperblock sb)
     : volume_(volume), options_(options), sb_(std::move(sb)) {}
 
 Filesystem::~Filesystem() {
-  if (worker_.joinable()) {
+  if (worker_.running()) {
     // Completions post to the worker and touch this object: let the I/O in flight (and
     // queued for the submitter) finish, with the worker still running, and start no more.
     Lock lock(mutex_);
@@ -27,18 +27,8 @@ Filesystem::~Filesystem() {
 }
 
 void Filesystem::stop_threads() {
-  {
-    std::lock_guard lock(work_mutex_);
-    stopping_ = true;
-  }
-  work_cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-  {
-    std::lock_guard lock(submit_mutex_);
-    submit_stopping_ = true;
-  }
-  submit_cv_.notify_all();
-  if (submitter_.joinable()) submitter_.join();
+  worker_.stop();
+  submitter_.stop();
 }
 
 Result<std::unique_ptr<Filesystem>> Filesystem::mount(Volume& volume, FsOptions options) {
@@ -101,8 +91,9 @@ Result<void> Filesystem::start() {
     ++sb_.mount_count;
     if (auto r = write_superblock(FsState::mounted); !r) return r;
   }
-  submitter_ = std::thread([this] { submit_loop(); });
-  worker_ = std::thread([this] { worker_loop(); });
+  last_commit_ = monotonic_ns();
+  submitter_.start();
+  worker_.start();
   if (unclean && !options_.read_only) {
     if (auto r = free_orphans(); !r) return r;
   }

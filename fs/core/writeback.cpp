@@ -1,0 +1,121 @@
+// Writeback, the filesystem's side: when a file's dirty data goes (a full stripe dirty, data
+// older than the writeback delay, the cache over its size, fsync and sync), the plan
+// (writeback_plan.hpp) handed to the submitter, and the completion that settles its extents
+// and takes its ranges out of the cache.
+#include <algorithm>
+
+#include "fs/core/inode.hpp"
+
+namespace stripefs::fs {
+
+void Filesystem::throttle(Lock& lock) {
+  while (cached_bytes_ > options_.cache_bytes && !failed_) {
+    for (auto& [ino, inode] : inode_cache_) {
+      if (inode->cache.dirty_bytes() > 0) (void)start_writeback(*inode, 0, UINT64_MAX, lock);
+    }
+    writeback_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+// Streaming writes go out as soon as whole stripes of the file are dirty.
+void Filesystem::maybe_full_stripe_writeback(Inode& inode, uint64_t offset, uint64_t end,
+                                             Lock& lock) {
+  const uint64_t stripe = uint64_t{sb_.stripe_blocks} * kBlockSize;
+  auto run = inode.cache.dirty_run_around(offset, end, 2 * stripe);
+  if (!run) return;
+  const auto [lo, hi] = *run;
+  const uint64_t a = (lo + stripe - 1) / stripe * stripe, b = hi / stripe * stripe;
+  if (a < b) {
+    ++stats_.full_stripe_writebacks;
+    (void)start_writeback(inode, a, b, lock);
+  }
+}
+
+Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t end, Lock& lock) {
+  (void)lock;
+  if (inode.cache.dirty_bytes() == 0 || failed_ || draining_) return {};
+  if (auto r = load_extents(inode); !r) return r;
+  const WritebackSpace space{[this](uint64_t want, uint64_t goal, uint64_t align) {
+                               return blocks_->reserve(want, goal, align);
+                             },
+                             sb_.stripe_blocks, step_blocks()};
+  WritebackPlan plan = plan_writeback(next_job_++, inode.ino, offset, end, inode.cache,
+                                      inode.extents, inode.inflight, inode.delalloc, space);
+  delalloc_reserved_ -= plan.promised_released;
+  if (plan.deferred) inode.writeback_deferred = true;
+  // Reservations make this impossible; if it happens anyway, say so and stop writing rather
+  // than drop data.
+  if (plan.failed) fail_filesystem(*plan.failed);
+  if (!plan.job) return {};
+  std::shared_ptr<WritebackJob> job = std::move(plan.job);
+  ++inode.writebacks;
+  ++stats_.writebacks;
+  stats_.writeback_bytes += job->bytes;
+  // The submitter hands it to the Volume; the completion, which may run on an I/O thread,
+  // only queues work for the worker.
+  submitter_.submit(std::move(job->pieces), [this, job](Result<void> result) {
+    post([this, job, result = std::move(result)]() mutable {
+      writeback_done(job, std::move(result));
+    });
+  });
+  return {};
+}
+
+// Data of [first, end) reached the volume: its extents become ordinary written extents.
+void Filesystem::settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written) {
+  for (auto [physical, length] : inode.extents.settle(first, end, written)) {
+    blocks_->mark_used(*meta_, physical, length);
+    inode.disk.blocks += length;
+  }
+  inode.extents_dirty = true;
+  dirty_inodes_.insert(inode.ino);
+  dirty(inode);
+}
+
+void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> result) {
+  Lock lock(mutex_);
+  auto found = inode_cache_.find(job->ino);
+  if (found == inode_cache_.end()) return;  // never: inodes with writebacks stay cached
+  Inode& inode = *found->second;
+  if (result) {
+    for (auto [first, end] : job->allocated) settle_extents(inode, first, end, true);
+    for (auto [first, end] : job->converted) settle_extents(inode, first, end, true);
+  } else {
+    // Beyond the array's redundancy: the data cannot be stored. Say so, and stop writing.
+    fs_log().error("inode {}: writeback of [{}, {}) failed: {}", job->ino, job->begin,
+                   job->end == UINT64_MAX ? inode.disk.size : job->end, result.error().message);
+    fail_filesystem(result.error());
+  }
+  // The job's ranges are clean now: they leave the cache (the kernel caches clean pages).
+  inode.cache.release_job(job->id, job->begin, job->end);
+  for (auto [first, end] : job->blocks) inode.inflight.remove(first, end);
+  restore_size_later(inode);
+  cached_bytes_ -= job->bytes;
+  stats_.writeback_done_bytes += job->bytes;
+  --inode.writebacks;
+  if (inode.writeback_deferred && !failed_) {
+    // Newer data waited for this job's blocks; its turn now.
+    inode.writeback_deferred = false;
+    (void)start_writeback(inode, 0, UINT64_MAX, lock);
+  }
+  writeback_cv_.notify_all();
+  maybe_evict(inode, lock);
+}
+
+void Filesystem::wait_writeback(Inode& inode, Lock& lock) {
+  const uint64_t ino = inode.ino;
+  writeback_cv_.wait(lock, [&] {
+    auto it = inode_cache_.find(ino);
+    return it == inode_cache_.end() || it->second->writebacks == 0;
+  });
+}
+
+Result<void> Filesystem::writeback_inode(Inode& inode, Lock& lock) {
+  const uint64_t ino = inode.ino;
+  if (auto r = start_writeback(inode, 0, UINT64_MAX, lock); !r) return r;
+  wait_writeback(inode, lock);
+  if (failed_) return fail(EIO, "inode {}: {}", ino, failed_->message);
+  return {};
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,71 @@
+#include "fs/core/writeback_plan.hpp"
+
+#include <algorithm>
+
+namespace stripefs::fs {
+
+WritebackPlan plan_writeback(uint64_t id, uint64_t ino, uint64_t offset, uint64_t end,
+                             FileCache& cache, ExtentMap& extents, IntervalSet& inflight,
+                             IntervalSet& delalloc, const WritebackSpace& space) {
+  WritebackPlan plan;
+  auto job = std::make_shared<WritebackJob>();
+  job->id = id;
+  job->ino = ino;
+  job->begin = offset;
+  job->end = end;
+  const uint64_t stripe = space.stripe_blocks;
+  job->bytes = cache.freeze(offset, end, id, [&](uint64_t start, const CachedRange& r) {
+    const uint64_t first = start / kBlockSize;
+    const uint64_t stop = (start + r.length) / kBlockSize;
+    if (inflight.overlaps(first, stop)) {
+      plan.deferred = true;  // goes when the job writing these blocks is done
+      return FileCache::Freeze::skip;
+    }
+    for (uint64_t b = first; b < stop;) {
+      // The extent covering b, or the hole up to the next one.
+      const ExtentMap::At here = extents.at(b);
+      uint64_t run = 0, volume_block = 0;
+      if (here.extent != nullptr) {
+        const Extent& x = here.extent->extent;
+        run = std::min(stop, x.logical_end()) - b;
+        volume_block = x.physical + (b - x.logical);
+        if (x.unwritten) job->converted.emplace_back(b, b + run);
+      } else {
+        const uint64_t hole_end = std::min(stop, here.next);
+        uint64_t goal = 0;
+        if (here.previous != nullptr && here.previous->extent.logical_end() == b) {
+          goal = here.previous->extent.physical + here.previous->extent.length;
+        }
+        const uint64_t want = std::min<uint64_t>({hole_end - b, kMaxExtentLength, space.max_run});
+        auto got = space.allocate(want, goal, b % stripe == 0 ? stripe : 1);
+        if (!got) {
+          if (!plan.failed) {
+            plan.failed = Error{ENOSPC, fmt::format("inode {}: writeback found no space for "
+                                                    "reserved data",
+                                                    ino)};
+          }
+          break;
+        }
+        plan.promised_released += delalloc.remove(b, b + got->second);
+        run = got->second;
+        volume_block = got->first;
+        extents.add(MemExtent{Extent{b, got->first, static_cast<uint32_t>(run), false}, true});
+        job->allocated.emplace_back(b, b + run);
+      }
+      const size_t at = r.buffer_offset + (b * kBlockSize - start);
+      job->pieces.push_back(
+          {volume_block * kBlockSize, r.buffer->span().subspan(at, run * kBlockSize)});
+      b += run;
+    }
+    inflight.add(first, stop);
+    job->blocks.emplace_back(first, stop);
+    job->buffers.push_back(r.buffer);
+    return FileCache::Freeze::take;
+  });
+  std::sort(job->pieces.begin(), job->pieces.end(),
+            [](const VolumePiece& a, const VolumePiece& b) { return a.offset < b.offset; });
+  if (!job->pieces.empty()) plan.job = std::move(job);
+  return plan;
+}
+
+}  // namespace stripefs::fs
