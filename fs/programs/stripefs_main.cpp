@@ -6,30 +6,26 @@
 // it with the source, the mountpoint and -o). Without -f it daemonizes, but only once the
 // filesystem is mounted: every error before that reaches the caller's terminal.
 #include <fcntl.h>
-#include <sched.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <cstdarg>
-#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "fs/core/fs_log.hpp"
 #include "fs/daemon/control.hpp"
 #include "fs/daemon/fuse_ops.hpp"
+#include "fs/daemon/mount_options.hpp"
 #include "fs/daemon/status.hpp"
 #include "journal/journal_log.hpp"
 #include "journal/open_array.hpp"
@@ -41,105 +37,6 @@
 namespace {
 
 using namespace stripefs;
-
-constexpr const char* kUsage =
-    "usage: stripefs [-f] [-d] [-s] [-o OPTIONS] SOURCE MOUNTPOINT\n"
-    "  SOURCE: member devices joined by ':' (or given as separate arguments), or UUID=<array "
-    "uuid>\n"
-    "options (-o, comma-separated; FUSE options such as allow_other, ro, default_permissions\n"
-    "are passed on):\n"
-    "  journal_device=PATH   the array's separate journal device (write-hole protection)\n"
-    "  write_hole=closed|open  log partial-stripe writes first (closed, the default\n"
-    "                        on an array with a write-hole journal) or not (open: faster\n"
-    "                        small writes, the write hole open until a clean unmount)\n"
-    "  writeback_delay=SEC   write back dirty data older than this (default 5)\n"
-    "  commit_interval=SEC   commit metadata at least this often (default 5)\n"
-    "  cache_size=SIZE       dirty file data held before writers wait (default 256M)\n"
-    "  io_threads=N          FUSE worker threads (default: twice the CPUs, 4 to 16)\n"
-    "  readahead=SIZE        the mount's kernel readahead (default 4M, as btrfs sets; 0 keeps\n"
-    "                        the kernel's 128K)\n"
-    "  writeback_cache       let the kernel cache writes too\n"
-    "  direct_io             bypass the kernel page cache for file data\n"
-    "  force                 start a dirty degraded array, rebuild damaged bitmap/journal\n"
-    "  -f  stay in the foreground   -d  debug (implies -f)   -s  single-threaded\n";
-
-struct Config {
-  char* journal_device = nullptr;
-  char* write_hole = nullptr;
-  double writeback_delay = 5.0;
-  double commit_interval = 5.0;
-  char* cache_size = nullptr;
-  char* readahead = nullptr;
-  unsigned io_threads = 0;
-  int io_threads_given = 0;
-  int writeback_cache = 0;
-  int direct_io = 0;
-  int force = 0;
-  int read_only = 0;
-  int help = 0;
-  int version = 0;
-  int foreground = 0;
-  int debug = 0;
-  int single = 0;
-  std::vector<std::string> positional;
-};
-
-enum Key { kKeyHelp, kKeyVersion, kKeyForeground, kKeyDebug, kKeySingle, kKeyReadOnly };
-
-#define STRIPEFS_OPT(t, p, v) \
-  { t, offsetof(Config, p), v }
-// "defaults" is fstab's placeholder, which mount.fuse3 passes on as it is.
-const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0),
-                             STRIPEFS_OPT("write_hole=%s", write_hole, 0),
-                             STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
-                             STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
-                             STRIPEFS_OPT("cache_size=%s", cache_size, 0),
-                             STRIPEFS_OPT("readahead=%s", readahead, 0),
-                             STRIPEFS_OPT("io_threads=%u", io_threads, 0),
-                             STRIPEFS_OPT("io_threads=", io_threads_given, 1),
-                             STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
-                             STRIPEFS_OPT("direct_io", direct_io, 1),
-                             STRIPEFS_OPT("force", force, 1),
-                             FUSE_OPT_KEY("-h", kKeyHelp),
-                             FUSE_OPT_KEY("--help", kKeyHelp),
-                             FUSE_OPT_KEY("-V", kKeyVersion),
-                             FUSE_OPT_KEY("--version", kKeyVersion),
-                             FUSE_OPT_KEY("-f", kKeyForeground),
-                             FUSE_OPT_KEY("-d", kKeyDebug),
-                             FUSE_OPT_KEY("debug", kKeyDebug),
-                             FUSE_OPT_KEY("-s", kKeySingle),
-                             FUSE_OPT_KEY("ro", kKeyReadOnly),
-                             FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
-                             FUSE_OPT_END};
-
-int option_proc(void* data, const char* arg, int key, fuse_args*) {
-  auto* c = static_cast<Config*>(data);
-  switch (key) {
-    case FUSE_OPT_KEY_NONOPT:
-      c->positional.emplace_back(arg);
-      return 0;
-    case kKeyHelp:
-      c->help = 1;
-      return 0;
-    case kKeyVersion:
-      c->version = 1;
-      return 0;
-    case kKeyForeground:
-      c->foreground = 1;
-      return 0;
-    case kKeyDebug:
-      c->debug = c->foreground = 1;
-      return 1;  // FUSE's debug output too
-    case kKeySingle:
-      c->single = 1;
-      return 0;
-    case kKeyReadOnly:
-      c->read_only = 1;
-      return 1;  // the kernel must know too
-    default:
-      return 1;
-  }
-}
 
 // Streaming reads come in readahead-sized batches: the kernel gives a FUSE mount 128K, and
 // btrfs gives itself 4M. Ours is set through the mount's bdi in sysfs (root only).
@@ -176,8 +73,8 @@ void keep_fuse_complaint(enum fuse_log_level level, const char* format, va_list 
   fuse_complaint += piece;
 }
 
-// "WHAT" or "WHAT: what libfuse said", its lines joined by "; ".
-std::string with_fuse_complaint(const std::string& what) {
+// What libfuse said since the last call, its lines joined by "; ".
+std::string take_fuse_complaint() {
   std::string said;
   std::istringstream lines(fuse_complaint);
   fuse_complaint.clear();
@@ -187,6 +84,12 @@ std::string with_fuse_complaint(const std::string& what) {
     if (line.empty()) continue;
     said += (said.empty() ? "" : "; ") + line;
   }
+  return said;
+}
+
+// "WHAT" or "WHAT: what libfuse said".
+std::string with_fuse_complaint(const std::string& what) {
+  const std::string said = take_fuse_complaint();
   return said.empty() ? what : what + ": " + said;
 }
 
@@ -207,67 +110,20 @@ struct Launch {
   }
 };
 
-int run(Config& config, fuse_args& args, Launch& launch) {
-  const std::string mountpoint = config.positional.back();
-  config.positional.pop_back();
+int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
+  const std::string mountpoint = config.mountpoint;
   std::vector<std::string> paths;
-  if (config.positional.size() == 1 && config.positional[0].starts_with("UUID=")) {
-    auto found = find_array_members(config.positional[0].substr(5));
+  if (config.sources.size() == 1 && config.sources[0].starts_with("UUID=")) {
+    auto found = find_array_members(config.sources[0].substr(5));
     if (!found) return launch.report(found.error().message), fail_line(found.error().message);
     paths = *found;
   } else {
-    paths = split_device_list(config.positional);
+    paths = split_device_list(config.sources);
   }
-  fs::FsOptions fs_options;
-  fs_options.read_only = config.read_only != 0;
-  fs_options.writeback_delay_s = config.writeback_delay;
-  fs_options.commit_interval_s = config.commit_interval;
+  const fs::FsOptions fs_options = config.fs;
+  const uint64_t readahead = config.readahead;
+  if (config.io_threads == 0) config.io_threads = fs::default_io_threads();
   std::string error;
-  // NaN compares false both ways: only a finite number above 0 passes.
-  const auto seconds = [](double s) { return std::isfinite(s) && s > 0; };
-  if (!seconds(config.writeback_delay)) {
-    error =
-        fmt::format("writeback_delay={}: not a positive number of seconds", config.writeback_delay);
-  } else if (!seconds(config.commit_interval)) {
-    error =
-        fmt::format("commit_interval={}: not a positive number of seconds", config.commit_interval);
-  } else if (config.io_threads_given && (config.io_threads == 0 || config.io_threads > 256)) {
-    error = "io_threads must be between 1 and 256";
-  } else if (config.cache_size != nullptr) {
-    auto size = parse_size(config.cache_size);
-    if (!size || *size < (16u << 20)) {
-      error = fmt::format("cache_size={}: not a size of at least 16M", config.cache_size);
-    } else {
-      fs_options.cache_bytes = *size;
-    }
-  }
-  uint64_t readahead = 4u << 20;
-  if (error.empty() && config.readahead != nullptr) {
-    auto size = parse_size(config.readahead);
-    if (!size || *size > (1ull << 30)) {
-      error = fmt::format("readahead={}: not a size up to 1G", config.readahead);
-    } else {
-      readahead = *size;
-    }
-  }
-  bool log_partial_stripes = true;
-  if (error.empty() && config.write_hole != nullptr) {
-    const std::string value = config.write_hole;
-    if (value == "open") {
-      log_partial_stripes = false;
-    } else if (value != "closed") {
-      error = fmt::format("write_hole={}: not closed or open", value);
-    }
-  }
-  if (!config.io_threads_given) {
-    // Twice the CPUs this process may run on: on two cores, 4 workers served 4 KiB random reads
-    // 5-7% faster than 8 (each waits on a /dev/fuse clone; more only take turns). At least 4, so
-    // that member I/O on io_uring overlaps, and at most 16.
-    cpu_set_t cpus;
-    unsigned count = std::thread::hardware_concurrency();
-    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) count = CPU_COUNT(&cpus);
-    config.io_threads = std::clamp(2 * std::max(1u, count), 4u, 16u);
-  }
   // Not /dev/fd/N: that is a /dev/fuse descriptor a privileged helper opened and mounted.
   const bool check_mountpoint = error.empty() && !mountpoint.starts_with("/dev/fd/");
   struct stat point {};
@@ -281,8 +137,8 @@ int run(Config& config, fuse_args& args, Launch& launch) {
   // FUSE's options are checked before the array is assembled: a refused mount changes
   // nothing on the members.
   fs::FuseContext context;
-  context.writeback_cache = config.writeback_cache != 0;
-  context.direct_io = config.direct_io != 0;
+  context.writeback_cache = config.writeback_cache;
+  context.direct_io = config.direct_io;
   // The kernel checks permissions from the mode bits, as on any local filesystem.
   fuse_opt_add_arg(&args, "-odefault_permissions");
   fuse_opt_add_arg(&args, fmt::format("-ofsname={}", paths.front()).c_str());
@@ -296,12 +152,12 @@ int run(Config& config, fuse_args& args, Launch& launch) {
   }
   fuse_set_log_func(nullptr);  // from here on libfuse logs as it does
 
-  const std::string journal = config.journal_device != nullptr ? config.journal_device : "";
+  const std::string journal = config.journal_device;
   auto devices = open_devices(paths, journal);
   if (!devices) return launch.report(devices.error().message), fail_line(devices.error().message);
   ArraySetup setup;
-  setup.force = config.force != 0;
-  setup.log_partial_stripes = log_partial_stripes;
+  setup.force = config.force;
+  setup.log_partial_stripes = config.log_partial_stripes;
   setup.journal_device = (*devices)->journal.get();
   setup.engine = (*devices)->engine.get();
   auto members = (*devices)->member_pointers();
@@ -393,37 +249,26 @@ int run(Config& config, fuse_args& args, Launch& launch) {
 
 int main(int argc, char** argv) {
   fuse_args args = FUSE_ARGS_INIT(argc, argv);
-  Config config;
-  // fuse_opt allocates the arguments and the option strings: free them on every way out
-  // (a leak checker in the sanitizer build fails the process otherwise).
+  // fuse_opt allocates the arguments: freed on every way out (a leak checker in the
+  // sanitizer build fails the process otherwise).
   struct Cleanup {
     fuse_args& args;
-    Config& config;
-    ~Cleanup() {
-      fuse_opt_free_args(&args);
-      for (char* p :
-           {config.journal_device, config.write_hole, config.cache_size, config.readahead}) {
-        std::free(p);
-      }
-    }
-  } cleanup{args, config};
+    ~Cleanup() { fuse_opt_free_args(&args); }
+  } cleanup{args};
   fuse_set_log_func(keep_fuse_complaint);  // until the FUSE session has taken its options
-  if (fuse_opt_parse(&args, &config, kOptions, option_proc) != 0) {
-    std::fprintf(stderr, "stripefs: %s (see stripefs --help)\n",
-                 with_fuse_complaint("bad options").c_str());
-    return 2;
+  auto parsed = fs::parse_mount_options(args, take_fuse_complaint);
+  if (!parsed) {
+    std::fprintf(stderr, "stripefs: %s\n", parsed.error().message.c_str());
+    return parsed.error().code == fs::kBadValue ? 1 : 2;
   }
+  fs::MountOptions& config = *parsed;
   if (config.help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(fs::mount_usage(), stdout);
     return 0;
   }
   if (config.version) {
     std::printf("stripefs %s (libfuse %s)\n", STRIPEFS_VERSION, fuse_pkgversion());
     return 0;
-  }
-  if (config.positional.size() < 2) {
-    std::fprintf(stderr, "stripefs: need a SOURCE and a MOUNTPOINT (see stripefs --help)\n");
-    return 2;
   }
   spdlog::set_level(config.debug ? spdlog::level::debug : spdlog::level::info);
   Launch launch;

@@ -1,0 +1,56 @@
+// The stripefs command line: the daemon's own options (from -o, as mount(8), mount.fuse3
+// and fstab pass them, and its flags), parsed with libfuse's option parser as mount.fuse3
+// expects, and checked. What FUSE itself must see (its own options, and ro and debug, which
+// both need) stays in the arguments for fuse_session_new.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fs/core/filesystem.hpp"
+#include "raid/result.hpp"
+
+namespace stripefs::fs {
+
+struct MountOptions {
+  std::vector<std::string> sources;  // member devices, ':'-joined or apart; or one UUID=...
+  std::string mountpoint;
+  std::string journal_device;       // journal_device=PATH
+  bool log_partial_stripes = true;  // write_hole=closed (true) or open
+  FsOptions fs;                     // ro, writeback_delay, commit_interval, cache_size
+  uint64_t readahead = 4u << 20;    // readahead=SIZE; 0 keeps the kernel's
+  unsigned io_threads = 0;          // io_threads=N; 0: default_io_threads()
+  bool writeback_cache = false;
+  bool direct_io = false;
+  bool force = false;
+  bool foreground = false;  // -f (and -d)
+  bool debug = false;       // -d, -o debug
+  bool single = false;      // -s
+  bool help = false;        // -h, --help: nothing else is checked
+  bool version = false;     // -V, --version: likewise
+};
+
+// Error codes of parse_mount_options: the first two are usage errors (exit 2), the last a
+// value out of range (exit 1).
+constexpr int kBadSyntax = EINVAL;    // what the parser refuses: "bad options: ..."
+constexpr int kMissingArgs = ENOENT;  // no SOURCE or no MOUNTPOINT
+constexpr int kBadValue = ERANGE;     // "cache_size=8M: not a size of at least 16M"
+
+// Parses argv (`args`, which keeps what FUSE must see). Every message is one line that names
+// the option; libfuse's own complaints come through `fuse_complaint` (what it wrote to its
+// log while parsing), when given.
+Result<MountOptions> parse_mount_options(fuse_args& args,
+                                         std::string (*fuse_complaint)() = nullptr);
+
+// The --help text: every option above, one line each.
+const char* mount_usage();
+
+// FUSE worker threads by default: twice the CPUs this process may run on, 4 to 16. (On two
+// cores, 4 workers served 4 KiB random reads 5-7% faster than 8; more only take turns.)
+unsigned default_io_threads();
+
+}  // namespace stripefs::fs
