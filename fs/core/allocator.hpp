@@ -5,6 +5,8 @@
 // cleared on disk at once but stay busy in memory until a checkpoint covers the freeing
 // transaction: until then the journal may still replay old images into those blocks, or a
 // crash may bring back the file that owned them.
+//
+// Not thread-safe: the filesystem uses it under its lock.
 #pragma once
 #include <cstdint>
 #include <deque>

@@ -1,17 +1,41 @@
 // The filesystem core: inodes, extents, directories, xattrs, the daemon's buffer cache and
-// writeback, on a Volume. The FUSE layer (fuse_ops.cpp) only translates into these calls.
+// writeback, on a Volume. The FUSE layer (fs/daemon/fuse_ops.cpp) only translates into
+// these calls. Filesystem is a facade over pieces that are built and tested alone:
+//   MetaStore (metadata blocks and their transactions), BitmapAllocator (blocks, inodes),
+//   DirectoryIndex (a directory's names), and per inode a FileCache (its data not yet on the
+//   members) and an ExtentMap (its blocks); plan_writeback, the Submitter and the Worker.
+// Its own files: mount.cpp, commit.cpp, inode_table.cpp, file_extents.cpp, namespace_ops.cpp,
+// xattr.cpp, file_data.cpp (read, write), writeback.cpp, space_ops.cpp.
 //
-// Locking: one filesystem lock (mutex_) guards every in-memory structure below; it is held
-// for metadata work (which may read metadata blocks, blocking) and while a write reads the
-// rest of its partially written first and last blocks (fill_from_volume: the edges must not
-// change under it), but never across data writeback, file reads or journal commits. I/O completions
-// never take it: they queue work for the worker thread, which does. commit_mutex_ serializes
-// commits and checkpoints and is taken before mutex_.
+// The write path, in order: write() copies the payload once into a fresh buffer (outside
+// the lock) and puts it in the inode's FileCache (insert_range; delayed allocation only
+// promises blocks, reserve_delalloc); start_writeback plans the job (plan_writeback: freeze,
+// allocate stripe-aligned), the Submitter hands its pieces to Volume::write, which splits
+// them by stripe for the level (full stripes: parity from these very buffers); the
+// completion posts to the Worker, which runs writeback_done (extents settled, ranges out of
+// the cache).
+//
+// Locks, in the order they may be taken (never the other way):
+//   1. commit_mutex_   serializes commits and checkpoints.
+//   2. mutex_          the filesystem lock: every in-memory structure below that is not
+//                      atomic, and everything it owns (inodes with their FileCache and
+//                      ExtentMap, the allocators, the MetaStore's cache and running
+//                      transaction, DirectoryIndex work). Held for metadata work, which may
+//                      read metadata blocks (blocking), and while a write reads the rest of
+//                      its partially written first and last blocks (fill_from_volume: the
+//                      edges must not change under it); never across data writeback, file
+//                      reads or journal commits.
+//   3. leaves, taken alone and calling nothing under them: MetaStore::images_mutex_ (its
+//      committed images, shared with a checkpoint running without mutex_), the Worker's
+//      and the Submitter's queue locks, DataBuffers' pool lock.
+// I/O completions never wait for mutex_: they post work to the Worker, which takes it (a
+// finished read only tries it, to release the frees it held back). Reads in flight are
+// counted in atomics, not under a lock.
 //
 // Stable pages: file data lives in immutable buffers. A write copies its payload once into
-// a new buffer that replaces (in the inode's cache map) whatever covered that range; a
-// buffer in flight to the members is therefore never modified, and the Volume computes
-// parity straight from it.
+// a new buffer that replaces (in the inode's cache) whatever covered that range; a buffer in
+// flight to the members is therefore never modified, and the Volume computes parity straight
+// from it.
 #pragma once
 #include <sys/stat.h>
 
@@ -260,7 +284,6 @@ class Filesystem {
 
   // commit and background work (commit.cpp)
   Result<void> commit();
-  Result<void> commit_locked_steps();
   Result<void> checkpoint();
   void tick();
   void post(std::function<void()> task) { worker_.post(std::move(task)); }
@@ -282,8 +305,8 @@ class Filesystem {
   std::unique_ptr<BitmapAllocator> blocks_;
   std::unique_ptr<BitmapAllocator> inodes_;
 
-  std::mutex commit_mutex_;  // taken before mutex_
-  mutable std::mutex mutex_;
+  std::mutex commit_mutex_;  // lock 1 (see the top of this file)
+  mutable std::mutex mutex_;  // lock 2: guards what follows, up to the background threads
   std::condition_variable writeback_cv_;  // with mutex_: writebacks finished
   std::unordered_map<uint64_t, std::unique_ptr<Inode>> inode_cache_;
   std::unordered_set<uint64_t> dirty_inodes_;  // to store into their table blocks at commit
@@ -309,8 +332,9 @@ class Filesystem {
 
   std::shared_ptr<DataBuffers> buffers_ = DataBuffers::create(64u << 20);
 
-  // Background threads: the submitter hands writeback jobs to the Volume; the worker runs
-  // completions and the timers (tick). Both start at mount and stop at unmount.
+  // Background threads (each with its own leaf lock): the submitter hands writeback jobs to
+  // the Volume; the worker runs completions and the timers (tick). Both start at mount and
+  // stop at unmount.
   Submitter submitter_{volume_};
   Worker worker_{std::chrono::milliseconds(200), [this] { tick(); }};
   uint64_t last_commit_ = 0;  // the worker's: when tick() last committed
