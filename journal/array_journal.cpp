@@ -57,8 +57,8 @@ std::vector<MirroredArea::Copy> member_copies(const Superblock& sb,
 // Opens the journal on `device`; with `force`, a damaged one is formatted again (its records
 // are lost, so an unclean array is resynced whole).
 Result<std::unique_ptr<StripeLog>> open_on(Member& device, uint64_t offset, const Superblock& sb,
-                                           bool force, Volume& volume,
-                                           std::unique_ptr<Member> owned) {
+                                           std::chrono::milliseconds idle_checkpoint, bool force,
+                                           Volume& volume, std::unique_ptr<Member> owned) {
   auto journal = Journal::open(device, offset, sb.array_uuid);
   bool rebuilt = false;
   if (!journal && force && journal.error().code != EIO) {
@@ -75,7 +75,8 @@ Result<std::unique_ptr<StripeLog>> open_on(Member& device, uint64_t offset, cons
   if (!journal) {
     return fail(journal.error().code, "{} (force rebuilds the journal)", journal.error().message);
   }
-  auto log = std::make_unique<StripeJournal>(std::move(*journal), volume, std::move(owned));
+  auto log = std::make_unique<StripeJournal>(std::move(*journal), volume, std::move(owned),
+                                             idle_checkpoint);
   if (rebuilt) log->set_rebuilt();
   return std::unique_ptr<StripeLog>(std::move(log));
 }
@@ -183,9 +184,10 @@ void add_member_journal(ArrayOptions& options, uint64_t blocks) {
   };
 }
 
-void use_stripe_journal(OpenOptions& options, Member* device) {
-  options.stripe_log = [device](Volume& volume, const Superblock& sb,
-                                bool force) -> Result<std::unique_ptr<StripeLog>> {
+void use_stripe_journal(OpenOptions& options, Member* device,
+                        std::chrono::milliseconds idle_checkpoint) {
+  options.stripe_log = [device, idle_checkpoint](Volume& volume, const Superblock& sb,
+                                                 bool force) -> Result<std::unique_ptr<StripeLog>> {
     if (!is_zero(sb.journal_device_uuid)) {
       if (device == nullptr) {
         return fail(EINVAL,
@@ -193,7 +195,7 @@ void use_stripe_journal(OpenOptions& options, Member* device) {
                     "device (journal_device=PATH)",
                     format_uuid(sb.array_uuid));
       }
-      return open_on(*device, sb.journal_offset, sb, force, volume, nullptr);
+      return open_on(*device, sb.journal_offset, sb, idle_checkpoint, force, volume, nullptr);
     }
     if (device != nullptr) {
       return fail(EINVAL, "array {} keeps its write-hole journal on its members, not on {}",
@@ -202,7 +204,7 @@ void use_stripe_journal(OpenOptions& options, Member* device) {
     auto area = open_member_journal_area(volume, sb, force);
     if (!area) return fail(area.error());
     Member& on = **area;
-    return open_on(on, 0, sb, force, volume, std::move(*area));
+    return open_on(on, 0, sb, idle_checkpoint, force, volume, std::move(*area));
   };
 }
 

@@ -11,7 +11,7 @@ OpenOptions open_options(const ArraySetup& setup) {
   options.force = setup.force;
   options.log_partial_stripes = setup.log_partial_stripes;
   use_bitmap(options, setup.bitmap_clear_delay);
-  use_stripe_journal(options, setup.journal_device);
+  use_stripe_journal(options, setup.journal_device, setup.journal_idle_checkpoint);
   return options;
 }
 

@@ -1,13 +1,15 @@
 // One way to open an array with everything it keeps: its write-intent bitmap and its
 // stripe journal (the write hole closed) plugged in, and its parity buffers registered with
 // the members' io_uring engine, so full-stripe parity goes out as fixed-buffer writes. The
-// daemon, mkfs, the tests and the benchmarks open arrays through it.
+// daemon, mkfs, the tests and the demo open arrays through it (the bitmap benchmark builds
+// its own OpenOptions, to run with and without the bitmap).
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <span>
 
+#include "journal/stripe_journal.hpp"
 #include "raid/array.hpp"
 #include "raid/io_engine.hpp"
 
@@ -25,6 +27,9 @@ struct ArraySetup {
   Member* journal_device = nullptr;
   // Bits of idle regions are cleared after this long (0: only when asked).
   std::chrono::milliseconds bitmap_clear_delay{5000};
+  // The stripe journal is checkpointed at least this often (crash tests that keep records
+  // in the log make it long).
+  std::chrono::milliseconds journal_idle_checkpoint = kIdleCheckpoint;
   // The engine the members run on: the parity buffers are registered with it. Null: none
   // (memory members, or members driven inline).
   IoEngine* engine = nullptr;
@@ -41,6 +46,14 @@ class OpenedArray {
   OpenedArray() = default;
   OpenedArray(std::unique_ptr<Array> array, FixedBuffer parity)
       : array_(std::move(array)), parity_(std::move(parity)) {}
+  OpenedArray(OpenedArray&&) = default;
+  // The array held before goes the way reset() takes it: its registration first.
+  OpenedArray& operator=(OpenedArray&& other) noexcept {
+    reset();
+    array_ = std::move(other.array_);
+    parity_ = std::move(other.parity_);
+    return *this;
+  }
 
   Array& operator*() const { return *array_; }
   Array* operator->() const { return array_.get(); }

@@ -33,8 +33,12 @@ void StripeJournal::decode_target(uint64_t target, unsigned& member, uint64_t& o
 }
 
 StripeJournal::StripeJournal(std::unique_ptr<Journal> journal, Volume& volume,
-                             std::unique_ptr<Member> device)
-    : device_(std::move(device)), journal_(std::move(journal)), volume_(volume) {
+                             std::unique_ptr<Member> device,
+                             std::chrono::milliseconds idle_checkpoint)
+    : device_(std::move(device)),
+      journal_(std::move(journal)),
+      volume_(volume),
+      idle_checkpoint_(idle_checkpoint) {
   checkpointer_ = std::thread([this] { checkpoint_loop(); });
 }
 
@@ -177,7 +181,7 @@ Result<void> StripeJournal::checkpoint() {
 void StripeJournal::checkpoint_loop() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_ || wanted_; });
+    cv_.wait_for(lock, idle_checkpoint_, [this] { return stopping_ || wanted_; });
     if (stopping_) return;
     wanted_ = false;
     const uint64_t before = last_checkpoint_;

@@ -1,8 +1,21 @@
 // The Volume's stripe log (raid/stripe_log.hpp) on the write-ahead journal: each partial
-// stripe's writes become one journal transaction, durable before the in-place writes; a
-// checkpointer releases log space once the in-place writes are durable too.
+// stripe's writes (new data and parity, cut into 4 KiB blocks: one copy of the bytes,
+// counted in bytes_logged) become one journal transaction, durable before the in-place
+// writes; a checkpointer releases log space once the in-place writes are durable too.
+//
+// The checkpointer runs when half the log is in use, when a full stripe waits at the
+// before_bypass barrier, and at least every kIdleCheckpoint (200 ms). A transaction the journal
+// refuses for space (ENOSPC) waits for it and is retried; one larger than the whole log fails. A
+// checkpoint that fails fails what waits on it (transactions waiting for space, full
+// stripes at the barrier).
+//
+// Known limit: full-stripe writes are not logged, so an unacknowledged full-stripe write torn
+// by a crash, on an array that comes back degraded, can rebuild the missing member's chunk
+// of that stripe as neither the old nor the new data. Acknowledged and flushed data is never
+// affected: a full stripe overwrites every data chunk of its stripe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -24,12 +37,17 @@ struct StripeJournalStats {
   uint64_t bypass_waits = 0;  // full stripes that waited for a checkpoint of their stripe
 };
 
+// How often an idle stripe journal is checkpointed, at least.
+constexpr std::chrono::milliseconds kIdleCheckpoint{200};
+
 class StripeJournal final : public StripeLog {
  public:
   // `journal` is open (not yet replayed). `volume` must outlive this object. `device`, if
-  // given, is the journal's device, kept until the journal is gone.
+  // given, is the journal's device, kept until the journal is gone. Besides when asked, the
+  // log is checkpointed at least every `idle_checkpoint`.
   StripeJournal(std::unique_ptr<Journal> journal, Volume& volume,
-                std::unique_ptr<Member> device = nullptr);
+                std::unique_ptr<Member> device = nullptr,
+                std::chrono::milliseconds idle_checkpoint = kIdleCheckpoint);
   ~StripeJournal() override;
 
   void log(uint64_t stripe, std::vector<StripeLogWrite> writes,
@@ -73,6 +91,7 @@ class StripeJournal final : public StripeLog {
   StripeJournalStats stats_;
   bool stopping_ = false;
   bool wanted_ = false;  // a checkpoint was asked for
+  std::chrono::milliseconds idle_checkpoint_;
   std::condition_variable cv_;
   std::thread checkpointer_;
 };

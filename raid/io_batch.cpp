@@ -78,14 +78,17 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
   for (Member* m : members) limits.push_back(m ? &m->limits() : &kNone);
   std::vector<MergedRequest> requests = merge_ios(std::move(ios), limits);
 
-  struct Failures {
-    std::mutex mutex;
-    std::vector<FailedIo> list;
+  // One allocation per batch: the count-down, the failures and the caller's callback
+  // together (the join's own callback holds only a pointer back, so it needs none).
+  struct Batch {
+    Batch(size_t parts, std::function<void(std::vector<FailedIo>)> then)
+        : done(std::move(then)), join(parts, [this](Result<void>) { done(std::move(failures)); }) {}
+    std::function<void(std::vector<FailedIo>)> done;
+    std::mutex mutex;  // guards failures
+    std::vector<FailedIo> failures;
+    Join join;
   };
-  auto failures = std::make_shared<Failures>();
-  auto join = Join::start(requests.size(), [failures, done = std::move(done)](Result<void>) {
-    done(std::move(failures->list));
-  });
+  auto batch = std::make_shared<Batch>(requests.size(), std::move(done));
   for (MergedRequest& merged : requests) {
     MemberRequest request;
     request.op = op;
@@ -93,14 +96,14 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     request.fua = fua;
     request.iov = std::move(merged.iov);
     const uint64_t expected = request.length();
-    request.done = [failures, join, member = merged.member, tags = std::move(merged.tags),
+    request.done = [batch, member = merged.member, tags = std::move(merged.tags),
                     expected](int64_t result) {
       if (result < 0 || static_cast<uint64_t>(result) != expected) {
         const int error = result < 0 ? static_cast<int>(-result) : EIO;
-        std::lock_guard lock(failures->mutex);
-        for (uint32_t tag : tags) failures->list.push_back({member, tag, error});
+        std::lock_guard lock(batch->mutex);
+        for (uint32_t tag : tags) batch->failures.push_back({member, tag, error});
       }
-      join->finish();
+      batch->join.finish();
     };
     members[merged.member]->submit(std::move(request));
   }

@@ -141,6 +141,7 @@ void Filesystem::tick() {
     meta_->trim();  // between operations: nothing holds a span into the cache
     const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
     for (auto& [ino, inode] : inode_cache_) {
+      if (inode->cache.dirty_bytes() == 0) continue;  // nothing to scan (all frozen, or clean)
       // The oldest dirty range may have become dirty after t.
       if (auto since = inode->cache.oldest_dirty(); since && *since + delay <= t) {
         (void)start_writeback(*inode, 0, UINT64_MAX, lock);

@@ -38,8 +38,13 @@ struct MemberJournalArray {
     EXPECT_TRUE(made) << made.error().message;
     if (made) created = *made;
   }
+  // The journal is checkpointed only when asked: the crash images these tests take after a
+  // logged write must still hold its record (a periodic checkpoint in between would release
+  // it, and the test would fail one run in many).
   OpenOptions options(bool force = false) const {
-    return open_options(ArraySetup{.force = force, .bitmap_clear_delay = milliseconds(0)});
+    return open_options(ArraySetup{.force = force,
+                                   .bitmap_clear_delay = milliseconds(0),
+                                   .journal_idle_checkpoint = std::chrono::hours(1)});
   }
   std::span<std::byte> area(unsigned role) {
     return media.media[role]->contents().subspan(created.journal_offset, created.journal_size);

@@ -42,6 +42,10 @@ struct CrashableArray {
   FaultyMember journal_device{journal_medium};
   Geometry geometry = *Geometry::create(RaidLevel::raid5, kMembers, kChunk, kRows* kChunk);
   const JournalPlace place;
+  // How often the journals started are checkpointed when idle. A test that must find a
+  // logged write still in the log (or a stripe still torn: a checkpoint flushes the members)
+  // after it is acknowledged makes it long.
+  std::chrono::milliseconds idle_checkpoint = kIdleCheckpoint;
 
   // What open_member_journal_area needs to know: the level, the area, and that every start
   // follows a crash.
@@ -94,11 +98,13 @@ struct CrashableArray {
       EXPECT_TRUE(area) << area.error().message;
       auto journal = Journal::open(**area, 0, kArray);
       EXPECT_TRUE(journal) << journal.error().message;
-      r.journal = std::make_unique<StripeJournal>(std::move(*journal), *r.volume, std::move(*area));
+      r.journal = std::make_unique<StripeJournal>(std::move(*journal), *r.volume, std::move(*area),
+                                                  idle_checkpoint);
     } else if (with_journal) {
       auto journal = Journal::open(journal_device, 0, kArray);
       EXPECT_TRUE(journal) << journal.error().message;
-      r.journal = std::make_unique<StripeJournal>(std::move(*journal), *r.volume);
+      r.journal =
+          std::make_unique<StripeJournal>(std::move(*journal), *r.volume, nullptr, idle_checkpoint);
     }
     if (with_journal) {
       auto replayed = r.journal->replay(*r.volume);
@@ -132,6 +138,7 @@ INSTANTIATE_TEST_SUITE_P(, StripeJournalPlaced,
 
 TEST_P(StripeJournalPlaced, WriteHoleIsClosedWhenTheArrayComesBackDegraded) {
   CrashableArray a(GetParam());
+  a.idle_checkpoint = std::chrono::hours(1);  // the stripe stays torn until the power cut
   AlignedBuffer image = test::random_buffer(kRows * kChunk * 3, 1);
   const uint64_t stripe = 0;
   const unsigned d0 = a.geometry.locate(stripe, 0).member;
@@ -343,7 +350,8 @@ TEST(StripeJournal, MemberFailingDuringReplayIsRecordedFaulty) {
   add_stripe_journal(create, journal_device, 0, 256);
   ASSERT_TRUE(create_array(media.members(), create));
   OpenOptions options;
-  use_stripe_journal(options, &journal_device);
+  // Checkpointed only when asked: the image below must still hold the logged write.
+  use_stripe_journal(options, &journal_device, std::chrono::hours(1));
   // The crash image: a partial stripe logged, never checkpointed.
   std::vector<std::vector<std::byte>> members_image;
   std::vector<std::byte> journal_image;
