@@ -12,13 +12,16 @@
 //        4      2  version_major        1; a reader refuses a major it does not know
 //        6      2  version_minor        0; a reader accepts any minor (compatible additions)
 //        8     16  array_uuid           must equal the member superblock's array_uuid
-//       24      8  events               the array's events count when last written
+//       24      8  events               the array's events count when formatted (not
+//                                       kept up since)
 //       32      8  events_cleared       the array's events count when bits were last cleared
 //       40      8  region_size          bytes of member data per bit; a power of two >= 4096
 //       48      8  regions              bits in use; ceil(data_size / region_size), > 0
 //       56      8  data_size            bytes of member data covered; > 0
 //       64      4  flags                bit 0: stale; unknown bits are preserved
-//       68      4  daemon_sleep_ms      lazy clearing delay; > 0
+//       68      4  daemon_sleep_ms      lazy clearing delay given to add_bitmap (5000
+//                                       after a forced rebuild); > 0. Informational:
+//                                       load uses the delay given to use_bitmap
 //       72   4020  reserved
 //     4092      4  checksum             CRC-32C (Castagnoli) of bytes [0, 4092)
 //

@@ -57,7 +57,9 @@ class Journal {
   // Hands every durable transaction's blocks to `apply`, oldest first, and positions the log
   // after the last one. Returns the last replayed sequence (0: none). If it replayed any,
   // the caller makes their home writes durable and checkpoints them before the first commit.
-  // Reads the whole log (new sequences must start above any stale record). Blocking.
+  // Reads the whole log: new sequences start above any valid-looking record anywhere in it.
+  // (Group commit flushes once per batch, so a crash can tear one transaction and keep a
+  // later one; reusing the torn one's sequence would make that survivor valid.) Blocking.
   Result<uint64_t> replay(const Apply& apply);
   // Reads the log as replay() would, applying and writing nothing: the sequence of the
   // newest durable transaction (its tail's sequence - 1 when none is live). How the copies
@@ -70,11 +72,17 @@ class Journal {
   // Commits a transaction (any number of blocks: past kMaxDescriptorEntries it chains
   // descriptors, still replayed whole or not at all); `done` gets its sequence once it is
   // durable, or ENOSPC when the log has no room for it before a checkpoint. Thread-safe.
+  // A batch whose write or flush fails leaves the journal failed: every later commit gets
+  // EIO, since replay would stop at the hole and nothing may follow it.
   void commit(std::vector<JournalBlock> blocks, std::function<void(Result<uint64_t>)> done);
   Result<uint64_t> commit(std::vector<JournalBlock> blocks);  // blocking
 
   // Every transaction up to `sequence` reached its home location durably: its log space is
-  // released (the journal superblock's tail moves past it). Blocking.
+  // released (the journal superblock's tail moves past it). The space is reused only after
+  // the new tail is durable, and the journal's lock is never held across that write. A
+  // batch's commit callbacks all run before any later batch completes, so a checkpoint up to
+  // a sequence the caller has heard of cannot release a transaction whose owner has not
+  // registered it yet. Blocking.
   Result<void> checkpoint(uint64_t sequence);
 
   uint64_t capacity_blocks() const { return capacity_; }

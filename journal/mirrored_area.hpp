@@ -4,8 +4,9 @@
 // then takes its member out) and skipped from then on. Reads come from the first live copy.
 //
 // Copies can differ only after a crash (a write that reached some of them) or when a stale
-// member was forced back in: choose the freshest with `pick_freshest` and make the others
-// equal with `copy_from` before anything reads the area.
+// member was forced back in: choose the freshest (open_member_journal_area in
+// array_journal.hpp does) and make the others equal with `copy_from` before anything reads
+// the area.
 #pragma once
 
 #include <functional>

@@ -6,7 +6,20 @@
 // Bitmap I/O goes out in serialized batches, each written from a snapshot of the in-memory
 // image: a write in flight never sees later changes, and a clear can never overtake a later
 // set. Writes are sized to the members' optimal I/O size and aligned to it, clipped to the
-// bitmap area (never the superblock, never data).
+// bitmap area (never the superblock, never data); the first unit may include the header,
+// rewritten from the in-memory image. Each batch goes with FUA to every active member, and
+// a member whose bitmap write fails is failed (Volume::fail_member).
+//
+// begin_write calls `ready` at once when every region's bit is set already (a hot region:
+// no bitmap I/O, counted in ready_at_once); otherwise once the batch holding the bits, or a
+// later one, has completed. begin_write and end_write never block on I/O; format, load,
+// clear_idle, settle, member_returned and the destructor do, so never call them from a
+// completion, a `ready` continuation or a failure listener.
+//
+// Known gaps: the stale flag (set by a forced rebuild) is cleared once the full resync that
+// follows has finished; set by a forced rebuild on a clean array while a member was away, it
+// is never cleared, and every later re-add rebuilds the whole member. The header's events
+// and daemon_sleep_ms are written at format and not kept up (see bitmap_format.hpp).
 #pragma once
 
 #include <atomic>
@@ -42,8 +55,9 @@ class WriteIntentBitmap final : public WriteIntent {
   // Loads the bitmap of an assembled array from its active members (set bits are ORed: a
   // bit that reached any member counts). After an unclean shutdown (`clean` false) set bits
   // mark ranges to resync and stay set until resynced(); after a clean one they are merely
-  // not cleared yet. `clear_delay` 0 disables the clearing thread (clear_idle() then runs
-  // only when called).
+  // not cleared yet. The members must agree on region_size and regions. With `clear_delay`
+  // > 0 a thread runs clear_idle(clear_delay) every clear_delay / 2; 0 disables it
+  // (clear_idle() then runs only when called).
   static Result<std::unique_ptr<WriteIntentBitmap>> load(Volume& volume, uint64_t area_offset,
                                                          uint64_t area_size, const Uuid& array_uuid,
                                                          bool clean,
@@ -58,8 +72,9 @@ class WriteIntentBitmap final : public WriteIntent {
   void set_events(uint64_t events) override { events_.store(events); }
   Result<void> member_returned(Member& member) override;
 
-  // Clears the bits of regions idle for at least `idle` (flushing the members first) and
-  // waits until that is on disk. Returns how many bits were cleared. Clears nothing while a
+  // Clears the bits of regions idle for at least `idle` (flushing the members first; if the
+  // flush fails, nothing is cleared) and waits until that is on disk. A region written again
+  // meanwhile keeps its bit. Returns how many bits were cleared. Clears nothing while a
   // member is missing: the bits then record what it missed. Blocking.
   Result<uint64_t> clear_idle(std::chrono::milliseconds idle);
   // Waits until every bitmap write issued so far is on disk. Blocking.

@@ -1,6 +1,13 @@
 // An array's life: creation (superblocks on every member), assembly from whatever members
-// are given, running (member failures recorded in the survivors' superblocks), and a clean
-// shutdown. The Volume does the I/O; this keeps the members' records true.
+// are given (assembly.hpp), running (member failures recorded in the survivors'
+// superblocks), and a clean shutdown. The Volume does the I/O; this keeps the members'
+// records true.
+//
+// Failures while running: the Volume's failure listener queues the member, and a thread of
+// the Array's own (the listener may run on an I/O thread, which must not wait for its own
+// completions) records it faulty with the events bumped in every active member's
+// superblock, then calls Volume::failure_recorded(), which lets the held writes and
+// flushes go on. A member whose superblock write fails is failed in turn.
 #pragma once
 
 #include <algorithm>
@@ -56,7 +63,8 @@ struct OpenOptions {
       write_intent;
   // An array with a bitmap is refused without `write_intent`: writes it did not record
   // would be missing when a member is re-added. Benchmarks that measure the bitmap's cost
-  // set this to run without it anyway.
+  // set this to run without it anyway; a crash during such a run is later resynced only
+  // where the bits were set before it.
   bool ignore_bitmap = false;
   // Builds the stripe log (the write-ahead journal) for an array whose superblock has one.
   // It is replayed before anything else, so a stripe torn by a crash is consistent again
@@ -79,21 +87,39 @@ struct ResyncProgress {
   std::optional<Error> error;
 };
 
-// Creates an array on `members` (in role order). Every member is checked first — size,
-// block size, an existing array — and nothing is written unless all pass. Unless
-// assume_clean, parity (or mirrors) is then made consistent with whatever the members hold.
-// Returns the superblock of role 0.
+// Creates an array on `members` (in role order). Every member is checked first — the
+// level's Level::min_members, size, block size, an existing array, the journal area's
+// placement — then `validate` runs, and nothing is written unless all pass. Then `prepare`,
+// then the superblocks, recorded dirty. Unless assume_clean, parity (or mirrors) is then
+// made consistent with whatever the members hold and the array recorded clean; a crash
+// before that leaves it dirty, so the next open resyncs it. Returns the superblock of role 0.
 Result<Superblock> create_array(std::span<Member* const> members, const ArrayOptions& options);
 
 class Array {
  public:
-  // Assembles and starts the array: an unclean (dirty) array is resynced first when all
-  // members are present, and refused when degraded unless `force` (its parity may be stale:
-  // the write hole). The superblocks then record it as running (dirty, events bumped).
-  //
-  // After an unclean shutdown the resync runs in the background (writes go on meanwhile,
-  // serialized per stripe): only the ranges the write-intent bitmap recorded, or every
-  // stripe without one.
+  // Assembles and starts the array, in these steps (array.cpp):
+  // 1. assemble(members, force), and the Volume over the members it chose. Returning
+  //    members (Assembly::returning) join it held out when the array has a bitmap,
+  //    `write_intent` is set and the level has redundancy; otherwise they stay out, named
+  //    in notes().
+  // 2. If the superblock records a journal, `stripe_log` is required (the open is refused
+  //    without it, naming the journal) and its log is replayed before any other I/O.
+  // 3. An unclean array that is degraded is refused (EUCLEAN: its parity may not match its
+  //    data) unless `force`, or a stripe log closed the write hole in the crashed run
+  //    (Superblock::unlogged not set).
+  // 4. The bitmap: refused without `write_intent` unless `ignore_bitmap`; the factory's
+  //    WriteIntent is plugged into the Volume before the first write. If a factory fails,
+  //    the open fails. Then the returning members are re-added (readd_returning in
+  //    array_opening.hpp), before open returns.
+  // 5. The superblocks record the array running (dirty, events bumped), with any member that
+  //    failed during replay recorded faulty. Only then is the stripe log checkpointed: until
+  //    that record is durable, the log is all that says what such a member missed. Re-added
+  //    members take their superblock first and only then serve I/O; one that cannot take it
+  //    stays out, recorded faulty, while the array starts.
+  // 6. After an unclean shutdown with every member present, a background resync: only the
+  //    ranges the bitmap recorded, or every stripe without a bitmap or when the stripe log
+  //    lost its records. It goes 64 stripes at a time, each stripe checked and repaired under
+  //    its own lock, so writes go on meanwhile. A forced, degraded open is not resynced.
   static Result<std::unique_ptr<Array>> open(std::span<Member* const> members,
                                              const OpenOptions& options = {});
   // Closes cleanly if close() was not called.
@@ -110,7 +136,10 @@ class Array {
   Superblock superblock() const;
   const std::vector<std::string>& notes() const { return notes_; }
 
-  // Flushes the members and records a clean shutdown in every active member's superblock.
+  // Waits for the resync, flushes the members, checkpoints the stripe log, and records a
+  // clean shutdown (and the write hole closed: unlogged cleared) in every active member's
+  // superblock. If the resync, the flush or the checkpoint failed, returns that error and
+  // does not record the array clean. Blocking.
   Result<void> close();
 
  private:

@@ -27,14 +27,20 @@ struct Assembly {
   std::vector<Returning> returning;
 };
 
-// Reads every member's superblock and decides which members form the array. Refuses, with
-// a line naming the member and field, members of different arrays or geometries, a device
-// that holds no stripefs superblock, two members claiming one role, and too many members
-// missing for the level's redundancy.
-// Members one event behind the freshest count as current (superblocks are written one
-// member after another, and a crash between two writes must not cost a member). Members run
-// apart from each other (split brain) are refused. With `force`, stale members are brought
-// back, freshest first, while the array could not start without them (md's --force).
+// Reads every member's superblock and decides which members form the array; the freshest
+// (highest events) speaks for it. Refuses, with a line naming the member and field, a
+// device that holds no stripefs superblock (ENODATA), members of different arrays or
+// geometries, a role the array does not have, two members claiming one role (EINVAL), and
+// two members that were each run without the other (split brain, EUCLEAN).
+// A member whose superblock is damaged is kept out and named in `notes`. Members one event
+// behind the freshest count as current (superblocks are written one member after another,
+// and a crash between two writes must not cost a member). Members further behind, or
+// recorded missing, are `returning`; members recorded faulty stay out. A returning member
+// whose last run shared no member that is current now ran without them (a split brain): it
+// is kept out with a note, not offered for re-add, as mdadm ignores such a member.
+// With `force`, stale and failed members are brought back, freshest first, while more
+// members are missing than the level tolerates (md's --force).
+// Too many members missing is not refused here: Array::open cannot start the Volume then.
 Result<Assembly> assemble(std::span<Member* const> members, bool force = false);
 
 }  // namespace stripefs

@@ -1,5 +1,25 @@
-// A member backed by a block device or a regular file, opened with O_DIRECT and driven by
-// an IoEngine (io_uring).
+// A member backed by a block device or a regular file. Block devices (opened exclusively, as
+// md does) and files on disk are opened with O_DIRECT and driven by an IoEngine (io_uring).
+// A file whose filesystem refuses O_DIRECT is opened buffered instead (logged) and still
+// goes through the ring.
+//
+// Files on tmpfs are driven inline. With InMemory::automatic, open() asks statfs whether a
+// regular file lives on tmpfs; such a file is opened without O_DIRECT and never reaches the
+// ring: submit() does the request with preadv2/pwritev2 on the submitting thread (FUA as
+// RWF_DSYNC, a flush as fdatasync), retries short transfers, and runs `done` before it
+// returns, as MemoryMember does. The reason: on tmpfs O_DIRECT bypasses nothing, io_uring
+// hands such reads to a worker thread, and the ring costs two thread wake-ups per request.
+// A 4 KiB Volume read of a tmpfs member took 80 us through the ring, 0.7 us inline. The
+// programs get this for member files on tmpfs (open_devices in member_devices.hpp opens
+// with the default).
+//
+// InMemory::ring keeps O_DIRECT and the ring on tmpfs too. The benchmarks and the demo ask
+// for it (MemberFiles in tests/bench/bench_util.cpp), because they measure and show the
+// ring path, and so do the unit tests of the io_uring path that use tmpfs files
+// (StripeJournal.CheckpointsOnIoUringMembersDoNotDeadlock,
+// FaultInjection.UnregisteredRegionAtAReusedAddressIsNotUsed). file_member_test.cpp keeps
+// its files in /var/tmp for the same reason; its InMemoryFilesSkipTheRing checks that no
+// request of a tmpfs file reaches the engine.
 #pragma once
 
 #include <memory>
@@ -12,10 +32,9 @@ namespace stripefs {
 
 class FileMember final : public Member {
  public:
-  // How a file on tmpfs is driven: `automatic` copies to and from it on the submitting
-  // thread (it is memory; the ring would only add two thread wake-ups per request), `ring`
-  // drives it like any device, through the IoEngine with O_DIRECT (tests and benchmarks of
-  // the ring path use it). Other files and block devices always go through the ring.
+  // How a file on tmpfs is driven (above): `automatic` inline on the submitting thread,
+  // `ring` like any device, through the IoEngine with O_DIRECT. Other files and block
+  // devices always go through the ring.
   enum class InMemory : uint8_t { automatic, ring };
   // Opens `path` (block device: exclusively, as md does). `engine` must outlive the member.
   static Result<std::unique_ptr<FileMember>> open(const std::string& path, IoEngine& engine,

@@ -60,7 +60,9 @@ class IoEngine {
   IoEngine(const IoEngine&) = delete;
   IoEngine& operator=(const IoEngine&) = delete;
 
-  // Queues a request on `fd`. Thread-safe; `request.done` runs on the engine's thread.
+  // Queues a request on `fd`. Thread-safe; `request.done` runs on the engine's thread, or,
+  // for a request submitted once the engine is shutting down, at once on the submitting
+  // thread with -ESHUTDOWN.
   void submit(int fd, MemberRequest request);
 
   // Registers [base, base+length) as a fixed buffer: single-segment requests that lie

@@ -1,4 +1,6 @@
-// Opening an array's member devices (and its journal device) for the executables.
+// Opening an array's member devices (and its journal device) for the executables: each
+// locked with flock, then opened as a FileMember with the default InMemory::automatic (member
+// files on tmpfs are driven inline: file_member.hpp).
 #pragma once
 #include <memory>
 #include <string>

@@ -1,6 +1,7 @@
 // Per-stripe exclusion without blocking a thread: a holder runs its continuation at once;
 // later requests for the same stripe queue their continuations and run, in order, as the
-// stripe is released.
+// stripe is released. The mutex is held only while the table changes, never while a
+// continuation runs.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,8 @@ class StripeLocks {
   // Takes the stripe, waiting until it is handed over. Blocking: never from a completion.
   void lock(uint64_t stripe);
   // Hands the stripe to the next waiter (running its continuation on this thread) or frees it.
+  // Hand-overs on one thread run from one loop, not nested, so a long queue of continuations
+  // that release at once cannot overflow the stack.
   void release(uint64_t stripe);
   size_t held() const;
 

@@ -42,7 +42,10 @@ class StripeLog {
   // The writes logged under `token` completed on the members.
   virtual void written(uint64_t token) = 0;
   // After a crash and before any other I/O: rewrites every logged write to the active
-  // members of `volume`. Returns how many writes were replayed. Blocking.
+  // members of `volume`. Returns how many writes were replayed. A member whose write fails
+  // is failed (as md does) and replay goes on while the array can run without it; the
+  // records then stay in the log until the caller has recorded that failure durably and
+  // calls checkpoint() (Array::open does). Blocking.
   virtual Result<uint64_t> replay(Volume& volume) = 0;
   // True when the log was rebuilt empty (forced over a damaged one): what it held is gone,
   // so after an unclean shutdown every stripe must be resynced.

@@ -8,6 +8,29 @@
 // and unchanged until the callback runs (stable pages). Reads land directly in the caller's
 // buffers, also when a missing member's chunk is rebuilt from parity.
 //
+// Contracts:
+// - Alignment. Every piece's volume offset, length and buffer address are multiples of
+//   sector_size(): 512, or the largest logical block of any member if that is bigger. A
+//   misaligned or out-of-range request fails with EINVAL before any I/O, and so does a write
+//   whose pieces overlap (their bytes would count twice: a false full stripe, a delta
+//   applied twice).
+// - Callbacks run on any thread: an io_uring I/O thread; the submitting thread (members that
+//   complete inside submit(), errors found before any I/O); whichever thread releases a
+//   stripe lock; the thread that runs a write-intent `ready`; the thread that calls
+//   failure_recorded(), for acknowledgements held until then. The failure listener runs on
+//   the thread that noticed the failure.
+// - No blocking in completions. Never call a blocking helper from a callback, a failure
+//   listener or a `ready` continuation: it waits for a completion that may need the thread
+//   it blocks. They are member_read/write/flush, the blocking read/write/flush below,
+//   check_stripes, rebuild_member, read_superblock/write_superblock, create_array,
+//   assemble, Array::open, Array::close and Array::wait_resync.
+// - Lock order. A write takes its stripes' locks in ascending stripe order, and anything else
+//   that takes several stripe locks must do the same. A write holds them while it waits for
+//   the write intent's `ready`, so a WriteIntent must never wait for a stripe lock. No mutex
+//   is held across Member::submit, and a member's `done` must be able to take any lock
+//   without deadlocking against its submitter.
+// - Failures are recorded before acknowledgement (fail_member below).
+//
 // Files: volume.cpp (writes, reads, flush), volume_repair.cpp (checking and rebuilding
 // stripes: resync, re-add), member_set.* (members in and out of service), level_*.cpp and
 // parity_stripe.cpp (what each level does).
@@ -72,7 +95,7 @@ class Volume {
   // hears of it once per member, on the thread that noticed, and must then record it durably
   // and call failure_recorded(): until then, writes and flushes are not acknowledged (as md
   // holds writes until its superblock update), so a crash can never bring back the failed
-  // member as if it were current.
+  // member as if it were current. Held writes keep their stripe locks meanwhile.
   void fail_member(unsigned member, const Error& why) { members_.fail(member, why); }
   void set_failure_listener(FailureListener listener) {
     members_.set_failure_listener(std::move(listener));
@@ -90,10 +113,14 @@ class Volume {
   void restore_member(unsigned member) { members_.restore(member); }
 
   // Every write is announced to `intent` (the write-intent bitmap) before any of its data
-  // reaches a member. Set before the first write; `intent` must outlive the Volume's I/O.
+  // reaches a member: once it holds its stripe locks, a write calls begin_write for the
+  // member data range its stripes occupy (member_range), sends nothing until `ready` runs,
+  // and calls end_write when all its stripes are done. Set before the first write; `intent`
+  // must outlive the Volume's I/O.
   void set_write_intent(WriteIntent* intent) { intent_ = intent; }
   // Every partial-stripe write of a parity level is made durable in `log` before it is
-  // written in place (full stripes bypass it). Set before the first write.
+  // written in place; full stripes bypass it, once its before_bypass barrier lets them.
+  // Set before the first write.
   void set_stripe_log(StripeLog* log) { io_.stripe_log = log; }
   // The member data-area range [begin, end) that stripes [first, last] occupy.
   std::pair<uint64_t, uint64_t> member_range(uint64_t first_stripe, uint64_t last_stripe) const;

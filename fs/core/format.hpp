@@ -12,6 +12,12 @@
 // with this field zero) and the block's own number, so a misdirected write is caught like a
 // damaged one. Inodes carry a crc32c each, so one damaged inode costs that file only.
 // Every field is little-endian with an explicit width (raid/ondisk.hpp).
+//
+// Inodes hold 5 extents inline (then an extent tree), symlink targets up to 119 bytes
+// inline (else one block, checksummed in the inode), and a parent pointer for directories.
+// A directory's file block 0 is its header, bucket i is file block 1 + i, overflow blocks
+// start at file block 2^32 (directory_index.hpp). Limits: 16 TiB files, 255-byte names,
+// 4095-byte symlinks, 4 GiB per extent.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -21,7 +27,7 @@
 #include <string_view>
 #include <vector>
 #include "raid/result.hpp"
-#include "raid/superblock.hpp"  // Uuid
+#include "raid/uuid.hpp"
 
 namespace stripefs::fs {
 

@@ -84,7 +84,8 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   conn->max_readahead = 1u << 20;
   // Asynchronous requests (readahead, O_DIRECT aio) past max_background make their
   // submitters sleep, and each reply then wakes one: the kernel's default of 12 is below
-  // an iodepth of 16. Let deep queues through.
+  // an iodepth of 16 (fio's O_DIRECT submitter slept). Let deep queues through. (12, 16 and
+  // 32 measured no different on 4 KiB random reads.)
   conn->max_background = 256;
   conn->congestion_threshold = 192;
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;

@@ -1,5 +1,12 @@
-// The FUSE low-level operations table over a Filesystem.
+// The FUSE low-level operations table over a Filesystem: each operation translates one
+// request into one Filesystem call and replies once; nothing is decided here. A read replies
+// from the volume's completion (on io_uring members the FUSE thread goes back for the next
+// request meanwhile); the daemon waits for every such reply (Filesystem::wait_reads) before
+// the session goes.
 #pragma once
+// 312, not 34: with 34, fuse_session_loop_mt resolved to the 3.2 ABI, which silently read the
+// 3.12 loop configuration as the old structure, so every request got a worker thread of its
+// own (a direct 4 KiB read took 61 us; 13 us with 312).
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 

@@ -4,7 +4,7 @@
 // both need) stays in the arguments for fuse_session_new.
 #pragma once
 
-#define FUSE_USE_VERSION 312
+#define FUSE_USE_VERSION 312  // as fuse_ops.hpp
 #include <fuse_lowlevel.h>
 
 #include <cstdint>

@@ -216,6 +216,9 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
         fuse_loop_config* loop = fuse_loop_cfg_create();
         fuse_loop_cfg_set_max_threads(loop, config.io_threads);
         fuse_loop_cfg_set_idle_threads(loop, config.io_threads);
+        // Each worker reads its own clone of /dev/fuse: 4 KiB random reads gained 4% (medians
+        // of three A/B runs on one tmpfs). One receiving thread queueing all but reads to a
+        // pool was tried and dropped: file creation lost a third to the extra hand-off.
         fuse_loop_cfg_set_clone_fd(loop, 1);
         loop_status = fuse_session_loop_mt(session.get(), loop);
         fuse_loop_cfg_destroy(loop);
