@@ -2,7 +2,8 @@
 // and the timers.
 #include <cstring>
 
-#include "fs/core/inode.hpp"
+#include "fs/core/filesystem.hpp"
+#include "fs/core/fs_log.hpp"
 
 namespace stripefs::fs {
 
@@ -22,23 +23,21 @@ Result<void> Filesystem::commit() {
       fail_filesystem(*meta_->failed());
       return fail(EIO, "{}", failed_->message);
     }
-    for (uint64_t ino : dirty_inodes_) {
-      auto it = inode_cache_.find(ino);
-      if (it == inode_cache_.end()) continue;
-      Inode& inode = *it->second;
-      if (inode.dirty || inode.extents_dirty) {
-        if (auto r = store_inode(inode); !r) {
+    const std::vector<uint64_t> stored = table_->take_dirty();
+    for (uint64_t ino : stored) {
+      Inode* inode = table_->find(ino);
+      if (inode == nullptr) continue;
+      if (inode->dirty || inode->extents_dirty) {
+        if (auto r = store_inode(*inode); !r) {
+          for (uint64_t again : stored) table_->mark_dirty(again);  // not stored, still changed
           fail_filesystem(r.error());
           return r;
         }
       }
     }
     // Stored now: those nobody refers to any more may leave the cache.
-    std::vector<uint64_t> stored(dirty_inodes_.begin(), dirty_inodes_.end());
-    dirty_inodes_.clear();
     for (uint64_t ino : stored) {
-      if (auto it = inode_cache_.find(ino); it != inode_cache_.end())
-        maybe_evict(*it->second, lock);
+      if (Inode* inode = table_->find(ino)) maybe_evict(*inode, lock);
     }
     snapshot = meta_->take_snapshot();
   }
@@ -89,7 +88,7 @@ Filesystem::Lock Filesystem::change_lock() {
 Result<void> Filesystem::commit_while_large(Lock& lock) {
   // Dirty inodes count too: each may dirty its table block at commit.
   while (!failed_ &&
-         meta_->dirty_blocks() + dirty_inodes_.size() > journal_->capacity_blocks() / 4) {
+         meta_->dirty_blocks() + table_->dirty_count() > journal_->capacity_blocks() / 4) {
     lock.unlock();
     auto r = commit();
     if (r && meta_->checkpoint_due()) r = checkpoint();
@@ -114,11 +113,11 @@ Result<void> Filesystem::fsync(uint64_t ino, bool data_only) {
 Result<void> Filesystem::sync() {
   {
     Lock lock(mutex_);
-    for (auto& [ino, inode] : inode_cache_) {
+    for (auto& [ino, inode] : *table_) {
       if (auto r = start_writeback(*inode, 0, UINT64_MAX, lock); !r) return r;
     }
     writeback_cv_.wait(lock, [&] {
-      for (auto& [ino, inode] : inode_cache_) {
+      for (auto& [ino, inode] : *table_) {
         if (inode->writebacks > 0) return false;
       }
       return true;
@@ -137,10 +136,10 @@ void Filesystem::tick() {
   size_t dirty_blocks = 0;
   {
     Lock lock(mutex_);
-    dirty_blocks = meta_->dirty_blocks() + dirty_inodes_.size();
+    dirty_blocks = meta_->dirty_blocks() + table_->dirty_count();
     meta_->trim();  // between operations: nothing holds a span into the cache
     const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
-    for (auto& [ino, inode] : inode_cache_) {
+    for (auto& [ino, inode] : *table_) {
       if (inode->cache.dirty_bytes() == 0) continue;  // nothing to scan (all frozen, or clean)
       // The oldest dirty range may have become dirty after t.
       if (auto since = inode->cache.oldest_dirty(); since && *since + delay <= t) {

@@ -2,7 +2,8 @@
 // tree of leaf and index blocks that is rewritten into fresh blocks at commit, the old
 // blocks freed with the transaction), and the filesystem's changes to a file's ExtentMap that
 // allocate or free blocks: metadata files' blocks, frees of any size in steps.
-#include "fs/core/inode.hpp"
+#include "fs/core/filesystem.hpp"
+#include "fs/core/fs_log.hpp"
 
 namespace stripefs::fs {
 
@@ -134,7 +135,7 @@ Result<uint64_t> Filesystem::ensure_block(Inode& inode, uint64_t file_block) {
 void Filesystem::insert_extent(Inode& inode, Extent extent) {
   inode.extents.insert(extent);
   inode.extents_dirty = true;
-  dirty_inodes_.insert(inode.ino);
+  table_->mark_dirty(inode.ino);
 }
 
 // Removes the mappings of file blocks [first, end), freeing their volume blocks.

@@ -2,9 +2,10 @@
 // writeback, on a Volume. The FUSE layer (fs/daemon/fuse_ops.cpp) only translates into
 // these calls. Filesystem is a facade over pieces that are built and tested alone:
 //   MetaStore (metadata blocks and their transactions), BitmapAllocator (blocks, inodes),
-//   DirectoryIndex (a directory's names), and per inode a FileCache (its data not yet on the
-//   members) and an ExtentMap (its blocks); plan_writeback, the Submitter and the Worker.
-// Its own files: mount.cpp, commit.cpp, inode_table.cpp, file_extents.cpp, namespace_ops.cpp,
+//   InodeTable (inodes in memory and their slots), DirectoryIndex (a directory's names), and
+//   per inode a FileCache (its data not yet on the members) and an ExtentMap (its blocks);
+//   plan_writeback, the Submitter and the Worker.
+// Its own files: mount.cpp, commit.cpp, inodes.cpp, file_extents.cpp, namespace_ops.cpp,
 // xattr.cpp, file_data.cpp (read, write), writeback.cpp, space_ops.cpp.
 //
 // The write path, in order: write() copies the payload once into a fresh buffer (outside
@@ -18,9 +19,9 @@
 // Locks, in the order they may be taken (never the other way):
 //   1. commit_mutex_   serializes commits and checkpoints.
 //   2. mutex_          the filesystem lock: every in-memory structure below that is not
-//                      atomic, and everything it owns (inodes with their FileCache and
-//                      ExtentMap, the allocators, the MetaStore's cache and running
-//                      transaction, DirectoryIndex work). Held for metadata work, which may
+//                      atomic, and everything it owns (the InodeTable, inodes with their
+//                      FileCache and ExtentMap, the allocators, the MetaStore's cache and
+//                      running transaction, DirectoryIndex work). Held for metadata work, which may
 //                      read metadata blocks (blocking), and while a write reads the rest of
 //                      its partially written first and last blocks (fill_from_volume: the
 //                      edges must not change under it); never across data writeback, file
@@ -57,6 +58,7 @@
 #include "fs/core/data_buffers.hpp"
 #include "fs/core/directory_index.hpp"
 #include "fs/core/format.hpp"
+#include "fs/core/inode_table.hpp"
 #include "fs/core/meta_store.hpp"
 #include "fs/core/submitter.hpp"
 #include "fs/core/volume_device.hpp"
@@ -193,7 +195,6 @@ class Filesystem {
   FsStatfs statfs();
 
  private:
-  struct Inode;
   using Lock = std::unique_lock<std::mutex>;
 
   Filesystem(Volume& volume, FsOptions options, FsSuperblock sb);
@@ -202,7 +203,11 @@ class Filesystem {
   // inodes (inode_table.cpp)
   Result<Inode*> get_inode(uint64_t ino);
   Result<Inode*> new_inode(uint32_t mode, const Caller& caller, uint64_t parent);
-  void dirty(Inode& inode);  // its disk fields or extents changed: stored at the next commit
+  // Its disk fields or extents changed: stored at the next commit.
+  void dirty(Inode& inode) {
+    inode.dirty = true;
+    table_->mark_dirty(inode.ino);
+  }
   Result<void> store_inode(Inode& inode);  // into its table block (at commit)
   uint64_t size_to_store(const Inode& inode) const;
   void restore_size_later(Inode& inode);  // dirty again if stored short of its size
@@ -305,12 +310,11 @@ class Filesystem {
   std::unique_ptr<BitmapAllocator> blocks_;
   std::unique_ptr<BitmapAllocator> inodes_;
 
-  std::mutex commit_mutex_;  // lock 1 (see the top of this file)
+  std::mutex commit_mutex_;   // lock 1 (see the top of this file)
   mutable std::mutex mutex_;  // lock 2: guards what follows, up to the background threads
   std::condition_variable writeback_cv_;  // with mutex_: writebacks finished
-  std::unordered_map<uint64_t, std::unique_ptr<Inode>> inode_cache_;
-  std::unordered_set<uint64_t> dirty_inodes_;  // to store into their table blocks at commit
-  uint64_t cached_bytes_ = 0;  // bytes of file data in cache maps (dirty and in flight)
+  std::unique_ptr<InodeTable> table_;     // the inodes in memory, and which changed
+  uint64_t cached_bytes_ = 0;             // bytes of file data in cache maps (dirty and in flight)
   // Frees become reusable once a checkpoint covers them and every read that might still use
   // an older mapping (one that started before that checkpoint) is done.
   // Reads are counted in atomics, not under a lock of their own: eight FUSE workers taking

@@ -1,15 +1,21 @@
-// The in-memory inode (private to the filesystem core).
+// A file, directory or other node in memory: its on-disk fields and what the core keeps
+// beside them (its block map, its cached data, its writeback state). Inodes live in the
+// InodeTable, under the filesystem lock.
 #pragma once
-#include <map>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
 #include "fs/core/extent_map.hpp"
 #include "fs/core/file_cache.hpp"
-#include "fs/core/filesystem.hpp"
-#include "fs/core/fs_log.hpp"
+#include "fs/core/format.hpp"
 #include "fs/core/interval_set.hpp"
 
 namespace stripefs::fs {
 
-struct Filesystem::Inode {
+struct Inode {
   uint64_t ino = 0;
   DiskInode disk;
   bool dirty = false;  // disk fields changed since the last store
@@ -42,13 +48,7 @@ struct Filesystem::Inode {
   bool is_symlink() const { return (disk.mode & S_IFMT) == S_IFLNK; }
 };
 
+// Now, on the monotonic clock, in nanoseconds.
 uint64_t monotonic_ns();
 
-}  // namespace stripefs::fs
-
-namespace stripefs::fs {
-inline void Filesystem::dirty(Inode& inode) {
-  inode.dirty = true;
-  dirty_inodes_.insert(inode.ino);
-}
 }  // namespace stripefs::fs

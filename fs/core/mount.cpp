@@ -3,7 +3,8 @@
 // open freed. Unmount writes everything back and marks the superblock clean.
 #include <cstring>
 
-#include "fs/core/inode.hpp"
+#include "fs/core/filesystem.hpp"
+#include "fs/core/fs_log.hpp"
 
 namespace stripefs::fs {
 
@@ -17,7 +18,7 @@ Filesystem::~Filesystem() {
     Lock lock(mutex_);
     draining_ = true;
     writeback_cv_.wait(lock, [&] {
-      for (auto& [ino, inode] : inode_cache_) {
+      for (auto& [ino, inode] : *table_) {
         if (inode->writebacks > 0) return false;
       }
       return true;
@@ -78,6 +79,7 @@ Result<void> Filesystem::start() {
   inodes_ = std::make_unique<BitmapAllocator>(sb_.inode_bitmap_start, sb_.inode_bitmap_blocks,
                                               sb_.inode_count);
   if (auto r = inodes_->load(*meta_); !r) return r;
+  table_ = std::make_unique<InodeTable>(*meta_, *inodes_, sb_.inode_table_start, sb_.inode_count);
   metadata_reserve_ = std::clamp<uint64_t>(sb_.total_blocks / 100, 64, 8192);
   {
     Lock lock(mutex_);
@@ -145,11 +147,11 @@ Result<void> Filesystem::unmount() {
     // Files unlinked while open are freed now that nothing holds them.
     Lock lock(mutex_);
     std::vector<uint64_t> orphans;
-    for (auto& [ino, inode] : inode_cache_) {
+    for (auto& [ino, inode] : *table_) {
       if (inode->disk.nlink == 0) orphans.push_back(ino);
     }
     for (uint64_t ino : orphans) {
-      Inode& inode = *inode_cache_.at(ino);
+      Inode& inode = *table_->find(ino);
       inode.lookups = 0;
       inode.opens = 0;
       if (auto r = destroy_inode_in_steps(inode, lock); !r) return r;

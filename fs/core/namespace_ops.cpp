@@ -1,7 +1,8 @@
 // Names and attributes: lookup, create, link, unlink, rename, setattr, statfs.
 #include <dirent.h>
 
-#include "fs/core/inode.hpp"
+#include "fs/core/filesystem.hpp"
+#include "fs/core/fs_log.hpp"
 
 namespace stripefs::fs {
 
@@ -49,9 +50,9 @@ Result<Attr> Filesystem::lookup(uint64_t parent, std::string_view name) {
 
 void Filesystem::forget(uint64_t ino, uint64_t lookups) {
   Lock lock = change_lock();
-  auto it = inode_cache_.find(ino);
-  if (it == inode_cache_.end()) return;
-  Inode& inode = *it->second;
+  Inode* found = table_->find(ino);
+  if (found == nullptr) return;
+  Inode& inode = *found;
   inode.lookups -= std::min(inode.lookups, lookups);
   maybe_evict(inode, lock);
 }
@@ -392,8 +393,8 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
   dirty(sd);
   dirty(dd);
   // The replaced file, once the rename is whole: freeing it may commit in between.
-  if (auto it = inode_cache_.find(replaced); replaced != 0 && it != inode_cache_.end()) {
-    Inode& o = *it->second;
+  if (Inode* found = replaced != 0 ? table_->find(replaced) : nullptr) {
+    Inode& o = *found;
     if (auto r = free_unlinked(o, lock); !r) return r;
     maybe_evict(o, lock);
   }
@@ -431,9 +432,9 @@ Result<void> Filesystem::open(uint64_t ino) {
 
 void Filesystem::release(uint64_t ino) {
   Lock lock = change_lock();
-  auto it = inode_cache_.find(ino);
-  if (it == inode_cache_.end()) return;
-  Inode& n = *it->second;
+  Inode* found = table_->find(ino);
+  if (found == nullptr) return;
+  Inode& n = *found;
   if (n.opens > 0) --n.opens;
   if (auto r = free_unlinked(n, lock); !r) {
     fs_log().error("inode {}: freeing its blocks: {}", ino, r.error().message);

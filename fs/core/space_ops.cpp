@@ -8,7 +8,8 @@
 
 #include <cstring>
 
-#include "fs/core/inode.hpp"
+#include "fs/core/filesystem.hpp"
+#include "fs/core/fs_log.hpp"
 
 namespace stripefs::fs {
 

@@ -4,13 +4,14 @@
 // and takes its ranges out of the cache.
 #include <algorithm>
 
-#include "fs/core/inode.hpp"
+#include "fs/core/filesystem.hpp"
+#include "fs/core/fs_log.hpp"
 
 namespace stripefs::fs {
 
 void Filesystem::throttle(Lock& lock) {
   while (cached_bytes_ > options_.cache_bytes && !failed_) {
-    for (auto& [ino, inode] : inode_cache_) {
+    for (auto& [ino, inode] : *table_) {
       if (inode->cache.dirty_bytes() > 0) (void)start_writeback(*inode, 0, UINT64_MAX, lock);
     }
     writeback_cv_.wait_for(lock, std::chrono::milliseconds(100));
@@ -68,15 +69,15 @@ void Filesystem::settle_extents(Inode& inode, uint64_t first, uint64_t end, bool
     inode.disk.blocks += length;
   }
   inode.extents_dirty = true;
-  dirty_inodes_.insert(inode.ino);
+  table_->mark_dirty(inode.ino);
   dirty(inode);
 }
 
 void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> result) {
   Lock lock(mutex_);
-  auto found = inode_cache_.find(job->ino);
-  if (found == inode_cache_.end()) return;  // never: inodes with writebacks stay cached
-  Inode& inode = *found->second;
+  Inode* found = table_->find(job->ino);
+  if (found == nullptr) return;  // never: inodes with writebacks stay cached
+  Inode& inode = *found;
   if (result) {
     for (auto [first, end] : job->allocated) settle_extents(inode, first, end, true);
     for (auto [first, end] : job->converted) settle_extents(inode, first, end, true);
@@ -105,8 +106,8 @@ void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> 
 void Filesystem::wait_writeback(Inode& inode, Lock& lock) {
   const uint64_t ino = inode.ino;
   writeback_cv_.wait(lock, [&] {
-    auto it = inode_cache_.find(ino);
-    return it == inode_cache_.end() || it->second->writebacks == 0;
+    const Inode* found = table_->find(ino);
+    return found == nullptr || found->writebacks == 0;
   });
 }
 
