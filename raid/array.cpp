@@ -46,6 +46,14 @@ Result<void> start_volume(ArrayOpening& a) {
     return fail(volume.error().code, "array {}: cannot start: {}", format_uuid(sb.array_uuid), why);
   }
   a.volume = std::move(*volume);
+  // Members being rebuilt rejoin in sync below their checkpoint; the rebuild resumes there.
+  for (const auto& r : a.assembly.recovering) {
+    const uint64_t stripes = r.checkpoint >= geometry->member_data_size()
+                                 ? geometry->stripes()
+                                 : a.volume->stripes_of(r.checkpoint, r.checkpoint + 1).first;
+    a.volume->start_recovery(r.role, r.member, stripes);
+    a.assembly.by_role[r.role] = r.member;
+  }
   return {};
 }
 
@@ -125,6 +133,11 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   array->intent_ = std::move(a.intent);
   array->stripe_log_ = std::move(a.stripe_log);
   array->logging_ = options.log_partial_stripes;
+  std::vector<unsigned> recovering;
+  for (const auto& r : a.assembly.recovering) {
+    array->checkpoints_[r.role] = r.checkpoint;
+    recovering.push_back(r.role);
+  }
   if (auto r = array->record_running(a.readded, a.broken); !r) {
     array->closed_ = true;
     return fail(r.error());
@@ -140,6 +153,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   if (!to_resync.empty() && array->volume_->missing_members() == 0) {
     array->start_resync(std::move(to_resync));
   }
+  if (!recovering.empty()) array->start_rebuilds(std::move(recovering));
   return array;
 }
 
@@ -182,11 +196,14 @@ Array::Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> 
       member_uuids_(std::move(member_uuids)),
       volume_(std::move(volume)),
       notes_(std::move(notes)) {
+  checkpoints_.fill(kNotRebuilding);
+  rebuild_.total = volume_->geometry().stripes();
   recorder_ = std::thread([this] { record_loop(); });
   volume_->set_failure_listener([this](unsigned role, const Error&) { on_member_failed(role); });
 }
 
 Array::~Array() {
+  stop_rebuild();
   wait_resync();
   if (!closed_) {
     if (auto c = close(); !c) raid_log().error("closing the array: {}", c.error().message);
@@ -233,10 +250,11 @@ Result<void> Array::write_superblocks() {
   unsigned written = 0;
   for (unsigned role = 0; role < master_.member_count; ++role) {
     Member* m = by_role_[role];
-    if (m == nullptr || !volume_->active(role)) continue;
+    if (m == nullptr || !(volume_->active(role) || volume_->recovering(role))) continue;
     Superblock mine = master_;
     mine.role = static_cast<uint16_t>(role);
     mine.member_uuid = member_uuids_[role];
+    mine.rebuild_checkpoint = checkpoints_[role];
     if (auto w = write_superblock(*m, mine); !w) {
       // A member that cannot take the array's record must not take its data either.
       last = w.error();
@@ -255,7 +273,7 @@ Result<void> Array::write_superblocks() {
 void Array::on_member_failed(unsigned role) {
   {
     std::lock_guard lock(queue_mutex_);
-    failed_roles_.push_back(role);
+    failed_roles_.emplace_back(role, volume_->failed_incarnation(role));
   }
   queue_cv_.notify_one();
 }
@@ -265,12 +283,16 @@ void Array::record_loop() {
   for (;;) {
     queue_cv_.wait(lock, [this] { return stopping_ || !failed_roles_.empty(); });
     if (failed_roles_.empty()) return;
-    const unsigned role = failed_roles_.front();
+    const auto [role, incarnation] = failed_roles_.front();
     failed_roles_.pop_front();
     lock.unlock();
     {
       std::lock_guard state(mutex_);
-      master_.member_states[role] = MemberState::faulty;
+      // A role given to a new device since (rebuild) no longer records the old one's
+      // failure: the new one is what the role holds now.
+      if (incarnation == volume_->incarnation(role)) {
+        master_.member_states[role] = MemberState::faulty;
+      }
       ++master_.events;
       if (auto w = write_superblocks(); !w) {
         // Members that could not take the record were failed in turn (and are queued here).
@@ -286,6 +308,7 @@ void Array::record_loop() {
 
 Result<void> Array::close() {
   if (closed_) return {};
+  stop_rebuild();  // its checkpoint recorded: the next open resumes it
   // Clean means consistent: an unfinished resync must complete first.
   const ResyncProgress resync = wait_resync();
   auto flushed = volume_->flush();

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -87,6 +89,18 @@ struct ResyncProgress {
   std::optional<Error> error;
 };
 
+// The background rebuild (md's recovery) of members onto new devices.
+struct RebuildProgress {
+  std::vector<unsigned> roles;  // being rebuilt, or waiting to be
+  unsigned current = 0;         // the role being rebuilt now (when running)
+  uint64_t done = 0;            // stripes of the current role rebuilt (checkpoint included)
+  uint64_t total = 0;           // stripes of the array
+  uint64_t bytes = 0;           // member bytes written to rebuilt devices in this run
+  double seconds = 0;           // time the rebuild has run in this run
+  bool running = false;
+  std::optional<Error> error;  // why the last rebuild stopped short
+};
+
 // Creates an array on `members` (in role order). Every member is checked first — the
 // level's Level::min_members, size, block size, an existing array, the journal area's
 // placement — then `validate` runs, and nothing is written unless all pass. Then `prepare`,
@@ -133,20 +147,37 @@ class Array {
   ResyncProgress resync_progress() const;
   // Waits for the background resync, if any. Blocking.
   ResyncProgress wait_resync();
+
+  // Rebuilds role `role` (out of service: failed or missing) onto `device`, a blank or
+  // foreign device the caller has vetted, which must outlive the array. The device gets the
+  // role's superblock at once (state rebuilding) and joins the Volume in sync below its
+  // recovery point only; a background thread rebuilds it stripe by stripe while the array
+  // is in use, and puts it in service when done. Its progress is recorded in its superblock
+  // (rebuild_checkpoint) every few seconds, so a close or a crash resumes at the next open.
+  // Refuses (nothing written) a role in service or being rebuilt, a device too small or of
+  // another block size, and an array that could not rebuild it (beyond its redundancy).
+  Result<void> rebuild(unsigned role, Member* device);
+  RebuildProgress rebuild_progress() const;
+  // Waits for the rebuilds queued so far. Blocking.
+  RebuildProgress wait_rebuild();
+  // How fast a rebuild writes, in member bytes per second: `min` while the array has other
+  // I/O, up to `max` (0: no limit) while it has none (md's speed_limit_min and _max).
+  void set_rebuild_speed(uint64_t min, uint64_t max);
   Superblock superblock() const;
   const std::vector<std::string>& notes() const { return notes_; }
 
-  // Waits for the resync, flushes the members, checkpoints the stripe log, and records a
-  // clean shutdown (and the write hole closed: unlogged cleared) in every active member's
-  // superblock. If the resync, the flush or the checkpoint failed, returns that error and
-  // does not record the array clean. Blocking.
+  // Stops a rebuild (its checkpoint recorded), waits for the resync, flushes the members,
+  // checkpoints the stripe log, and records a clean shutdown (and the write hole closed: unlogged
+  // cleared) in every active member's superblock. If the resync, the flush or the checkpoint
+  // failed, returns that error and does not record the array clean. Blocking.
   Result<void> close();
 
  private:
   Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> member_uuids,
         std::unique_ptr<Volume> volume, std::vector<std::string> notes);
 
-  // Writes `master_` (with each member's own role and UUID) to every active member.
+  // Writes `master_` (with each member's own role and UUID, and a member being rebuilt its
+  // checkpoint) to every member in service or being rebuilt.
   Result<void> write_superblocks();
   Result<void> record_running(const std::vector<unsigned>& readded,
                               const std::vector<unsigned>& broken);
@@ -154,6 +185,12 @@ class Array {
   void on_member_failed(unsigned role);
   void record_loop();
   void resync(std::vector<std::pair<uint64_t, uint64_t>> stripe_ranges);
+  // The rebuild (array_rebuild.cpp).
+  void start_rebuilds(std::vector<unsigned> roles);
+  void rebuild_loop();
+  Result<void> rebuild_role(unsigned role);
+  Result<void> record_checkpoint(unsigned role, uint64_t stripes);
+  void stop_rebuild();
 
   mutable std::mutex mutex_;  // guards master_ and the superblock writes
   Superblock master_;
@@ -176,11 +213,24 @@ class Array {
   std::thread resync_thread_;
   bool closed_ = false;
 
+  // The rebuild thread and its queue; rebuild_mutex_ is taken before mutex_, never after.
+  mutable std::mutex rebuild_mutex_;
+  std::condition_variable rebuild_cv_;
+  std::deque<unsigned> rebuild_queue_;
+  RebuildProgress rebuild_;
+  bool rebuild_stopping_ = false;
+  std::thread rebuild_thread_;
+  std::atomic<uint64_t> speed_min_{16u << 20};
+  std::atomic<uint64_t> speed_max_{0};
+  // Per role, under mutex_: member bytes rebuilt (kNotRebuilding when not being rebuilt),
+  // written into that member's own superblock.
+  std::array<uint64_t, Geometry::kMaxMembers> checkpoints_;
+
   // Failures are recorded by a thread of their own: the listener runs on an I/O thread,
   // which must not wait for its own completions.
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
-  std::deque<unsigned> failed_roles_;
+  std::deque<std::pair<unsigned, uint64_t>> failed_roles_;  // role, incarnation that failed
   bool stopping_ = false;
   std::thread recorder_;
 };

@@ -86,6 +86,16 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   std::vector<const Found*> stale;   // behind the freshest
   std::vector<const Found*> failed;  // recorded as failed by the freshest
   for (const Found& f : found) {
+    if (master.member_states[f.sb.role] == MemberState::rebuilding) {
+      // Its own checkpoint says how far it got; one that missed events since is rebuilt
+      // whole (what it missed below its checkpoint is unknown).
+      const bool current = f.sb.events + 1 >= master.events && f.sb.rebuilding();
+      out.recovering.push_back({f.sb.role, f.member, current ? f.sb.rebuild_checkpoint : 0});
+      notes.push_back(
+          fmt::format("member {} (role {}) is being rebuilt; resuming at member byte {}",
+                      f.member->name(), f.sb.role, out.recovering.back().checkpoint));
+      continue;
+    }
     if (master.member_states[f.sb.role] != MemberState::active) {
       failed.push_back(&f);
       continue;

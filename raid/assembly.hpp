@@ -25,6 +25,15 @@ struct Assembly {
     std::string note;  // why it is kept out, for when it cannot be re-added
   };
   std::vector<Returning> returning;
+  // Recorded as being rebuilt when the array stopped: they rejoin from their own
+  // superblock's checkpoint (member bytes below which they are rebuilt; 0 for one that
+  // missed events since, which is rebuilt whole).
+  struct Recovering {
+    unsigned role;
+    Member* member;
+    uint64_t checkpoint;
+  };
+  std::vector<Recovering> recovering;
 };
 
 // Reads every member's superblock and decides which members form the array; the freshest

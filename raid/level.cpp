@@ -39,7 +39,7 @@ void Level::read_lost(StripeIo&, VolumePiece segment, IoDone done) const {
 }
 
 void Level::plan_direct(StripeIo& io, const StripeWrite& s, std::vector<PlannedIo>& ios) const {
-  const Active live = io.members.active_fn();
+  const Active live = io.members.in_sync_fn(s.stripe);
   std::vector<ChunkLocation> targets;
   for (unsigned index = 0; index < geometry_.data_chunks(); ++index) {
     if (s.data[index].empty()) continue;

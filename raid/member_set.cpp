@@ -22,10 +22,14 @@ void MemberSet::fail(unsigned member, const Error& why) {
     // The failure counts as unrecorded before any write can plan around the member: a
     // write that skips it is then held until the record is durable.
     std::lock_guard lock(mutex_);
-    if (!active_[member].load()) return;
+    // A member being rebuilt fails too: nothing is written to it any more.
+    if (!active_[member].load() && !recovering_[member].load()) return;
+    failed_incarnation_[member].store(incarnation_[member].load(), std::memory_order_release);
     listener = listener_;
     if (listener) unrecorded_ |= uint64_t{1} << member;
     active_[member].store(false, std::memory_order_release);
+    recovering_[member].store(false, std::memory_order_release);
+    recovered_[member].store(0, std::memory_order_release);
   }
   raid_log().error("member {} ({}) failed: {}", member,
                    members_[member] ? members_[member]->name() : "missing", why.message);
@@ -70,6 +74,27 @@ void MemberSet::hold_out(unsigned member) {
 
 void MemberSet::restore(unsigned member) {
   if (members_[member] != nullptr) active_[member].store(true, std::memory_order_release);
+}
+
+void MemberSet::start_recovery(unsigned member, Member* device, uint64_t recovered) {
+  // The pointer is published by the stores below: whoever sees the member in sync for a
+  // stripe (an acquire load) sees the device too.
+  members_[member] = device;
+  incarnation_[member].fetch_add(1, std::memory_order_acq_rel);
+  recovered_[member].store(recovered, std::memory_order_release);
+  recovering_[member].store(true, std::memory_order_release);
+}
+
+void MemberSet::set_recovered(unsigned member, uint64_t stripes) {
+  recovered_[member].store(stripes, std::memory_order_release);
+}
+
+void MemberSet::finish_recovery(unsigned member) {
+  std::lock_guard lock(mutex_);
+  if (!recovering_[member].load()) return;  // it failed meanwhile
+  active_[member].store(true, std::memory_order_release);
+  recovering_[member].store(false, std::memory_order_release);
+  recovered_[member].store(0, std::memory_order_release);
 }
 
 }  // namespace stripefs

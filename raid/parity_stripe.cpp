@@ -31,10 +31,10 @@ void plan_full(StripeIo& io, StripeWrite& s, std::vector<PlannedIo>& ios) {
   io.level.plan_direct(io, s, ios);
   const uint64_t row = io.data_offset + s.stripe * chunk;
   const unsigned pm = g.p_member(s.stripe);
-  if (io.members.active(pm)) ios.push_back({pm, row, p, chunk, 0});
+  if (io.members.in_sync(pm, s.stripe)) ios.push_back({pm, row, p, chunk, 0});
   if (q != nullptr) {
     const unsigned qm = g.q_member(s.stripe);
-    if (io.members.active(qm)) ios.push_back({qm, row, q, chunk, 0});
+    if (io.members.in_sync(qm, s.stripe)) ios.push_back({qm, row, q, chunk, 0});
   }
   VolumeCounters::add(io.stats.full_stripe_writes, 1);
   VolumeCounters::add(io.stats.full_stripe_bytes, s.bytes);
@@ -54,7 +54,7 @@ void write_partial(StripeIo& io, StripeWrite& s, IoDone done) {
 
   s.planned_missing = 0;
   for (unsigned i = 0; i < k + parities; ++i) {
-    if (!io.members.active(member(i))) s.planned_missing |= uint64_t{1} << i;
+    if (!io.members.in_sync(member(i), s.stripe)) s.planned_missing |= uint64_t{1} << i;
   }
   const bool degraded = s.planned_missing != 0;
 
@@ -63,7 +63,9 @@ void write_partial(StripeIo& io, StripeWrite& s, IoDone done) {
   if (degraded) {
     // Read every surviving chunk's rows; the missing ones are rebuilt before writing.
     for (unsigned i = 0; i < k + parities; ++i) {
-      if (io.members.active(member(i))) reads.push_back({member(i), row + s.lo, slot(i), range, i});
+      if (io.members.in_sync(member(i), s.stripe)) {
+        reads.push_back({member(i), row + s.lo, slot(i), range, i});
+      }
     }
   } else {
     uint64_t touched_total = 0, untouched_total = 0;
@@ -144,7 +146,7 @@ void finish_partial(StripeIo& io, StripeWrite& s, IoDone done, bool rmw) {
   std::vector<unsigned> missing;
   uint64_t missing_now = 0;
   for (unsigned i = 0; i < k + parities; ++i) {
-    if (!io.members.active(member(i))) {
+    if (!io.members.in_sync(member(i), s.stripe)) {
       missing.push_back(i);
       missing_now |= uint64_t{1} << i;
     }
@@ -188,13 +190,15 @@ void finish_partial(StripeIo& io, StripeWrite& s, IoDone done, bool rmw) {
 
   std::vector<PlannedIo> writes;
   for (unsigned i = 0; i < k; ++i) {
-    if (!io.members.active(member(i))) continue;
+    if (!io.members.in_sync(member(i), s.stripe)) continue;
     for (const Segment& seg : s.data[i]) {
       writes.push_back({member(i), row + seg.chunk_offset, seg.data, seg.length, i});
     }
   }
   for (unsigned i = k; i < k + parities; ++i) {
-    if (io.members.active(member(i))) writes.push_back({member(i), row + s.lo, slot(i), range, i});
+    if (io.members.in_sync(member(i), s.stripe)) {
+      writes.push_back({member(i), row + s.lo, slot(i), range, i});
+    }
   }
   VolumeCounters::add(io.stats.partial_stripe_writes, 1);
   VolumeCounters::add(io.stats.partial_stripe_bytes, s.bytes);

@@ -395,7 +395,7 @@ void Volume::read_segments(std::shared_ptr<Join> join, std::vector<VolumePiece> 
 void Volume::flush(Callback done) {
   std::vector<unsigned> targets;
   for (unsigned i = 0; i < geometry_.members(); ++i) {
-    if (active(i)) targets.push_back(i);
+    if (members_.written(i)) targets.push_back(i);
   }
   if (targets.empty()) {
     done(fail(EIO, "flush failed: no active member"));

@@ -104,13 +104,30 @@ class Volume {
   Member* member(unsigned index) const { return members_[index]; }
   // Re-adding a member that was away (md's re-add with a bitmap), before any I/O: hold_out
   // keeps it out of service silently; rebuild_member rewrites its chunks of stripes
-  // [first, first+count) from the other members, under each stripe's lock (blocking);
+  // [first, first+count) from the members in service, under each stripe's lock (blocking);
   // restore_member puts it back once everything it missed is rebuilt.
   void hold_out(unsigned member) { members_.hold_out(member); }
-  // `target_failed`, if given, is set when the member itself refused a write.
+  // `target_failed`, if given, is set when the member itself refused a write. A source that
+  // fails to read is taken out of service, and the stripe rebuilt from what is left.
   Result<void> rebuild_member(unsigned member, uint64_t first, uint64_t count,
                               bool* target_failed = nullptr);
   void restore_member(unsigned member) { members_.restore(member); }
+
+  // Rebuilding onto a new device while the array is in use (md's recovery): role `member`,
+  // out of service, gets `device` (which must outlive the Volume), in sync below stripe
+  // `recovered` (0 for a blank device; a checkpoint when resuming). rebuild_member then
+  // rebuilds it stripe by stripe and moves its recovery point up as it goes, so writes to
+  // rebuilt stripes reach it; finish_recovery puts it in service once every stripe is
+  // rebuilt. A device that fails a write meanwhile is failed like any member.
+  void start_recovery(unsigned member, Member* device, uint64_t recovered) {
+    members_.start_recovery(member, device, recovered);
+  }
+  bool recovering(unsigned member) const { return members_.recovering(member); }
+  uint64_t recovered(unsigned member) const { return members_.recovered(member); }
+  void finish_recovery(unsigned member) { members_.finish_recovery(member); }
+  // Which device a role holds, and which one its last failure was about (MemberSet).
+  uint64_t incarnation(unsigned member) const { return members_.incarnation(member); }
+  uint64_t failed_incarnation(unsigned member) const { return members_.failed_incarnation(member); }
 
   // Every write is announced to `intent` (the write-intent bitmap) before any of its data
   // reaches a member: once it holds its stripe locks, a write calls begin_write for the
@@ -159,9 +176,12 @@ class Volume {
   bool read_one(const VolumePiece& segment, Callback& done);
   void read_segments(std::shared_ptr<Join> join, std::vector<VolumePiece> segments);
 
-  // Checking a stripe (volume_repair.cpp).
+  // Checking and rebuilding a stripe (volume_repair.cpp).
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
                             std::span<std::byte> expected);
+  static constexpr int kTargetFailed = -1;  // rebuild_chunk: the target refused the write
+  Result<void> rebuild_chunk(uint64_t stripe, const std::vector<ChunkLocation>& where, size_t mine,
+                             std::span<std::byte> rows, Member& target);
 
   Geometry geometry_;
   std::unique_ptr<Level> level_;

@@ -15,40 +15,75 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
     return fail(EINVAL, "member {} is not held out for a rebuild", member);
   }
   Member* target = members_[member];
-  const uint64_t chunk = geometry_.chunk_size();
-  AlignedBuffer rows(uint64_t{geometry_.members()} * chunk);
+  const bool recovering = members_.recovering(member);
+  AlignedBuffer rows(uint64_t{geometry_.members()} * geometry_.chunk_size());
   const uint64_t last = std::min(first + count, geometry_.stripes());
   for (uint64_t stripe = first; stripe < last; ++stripe) {
     const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
-    std::vector<std::byte*> slots;
-    std::vector<unsigned> missing;
     std::optional<size_t> mine;
     for (size_t i = 0; i < where.size(); ++i) {
-      slots.push_back(rows.data() + i * chunk);
       if (where[i].member == member) mine = i;
-      if (!active(where[i].member)) missing.push_back(static_cast<unsigned>(i));
     }
-    if (!mine) continue;  // this stripe keeps nothing on the member (RAID10)
+    if (!mine) {  // this stripe keeps nothing on the member (RAID10)
+      if (recovering) members_.set_recovered(member, stripe + 1);
+      continue;
+    }
     locks_.lock(stripe);
-    Result<void> done;
-    for (size_t i = 0; i < where.size() && done; ++i) {
-      if (!active(where[i].member)) continue;
-      done = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
-                         {slots[i], chunk});
+    Result<void> done = rebuild_chunk(stripe, where, *mine, rows.span(), *target);
+    if (!done && target_failed != nullptr && done.error().code == kTargetFailed) {
+      *target_failed = true;
     }
-    if (done) done = level_->rebuild(slots, missing, chunk);
-    if (done) {
-      done =
-          member_write(*target, data_offset_ + where[*mine].member_offset, {slots[*mine], chunk});
-      if (!done && target_failed != nullptr) *target_failed = true;
-    }
+    // In sync from now on: the next write to this stripe goes to the member too.
+    if (done && recovering) members_.set_recovered(member, stripe + 1);
     locks_.release(stripe);
     if (!done) {
-      return fail(done.error().code, "rebuilding member {} ({}), stripe {}: {}", member,
-                  target->name(), stripe, done.error().message);
+      return fail(done.error().code == kTargetFailed ? EIO : done.error().code,
+                  "rebuilding member {} ({}), stripe {}: {}", member, target->name(), stripe,
+                  done.error().message);
     }
   }
   return {};
+}
+
+// Under the stripe's lock: the chunks of the stripe's set on members in service are read,
+// slot `mine` rebuilt from them and written to `target`. A source that fails to read is
+// taken out of service and the stripe tried again with what is left; a target that fails to
+// write is taken out (when it is being rebuilt in service) and reported as kTargetFailed.
+Result<void> Volume::rebuild_chunk(uint64_t stripe, const std::vector<ChunkLocation>& where,
+                                   size_t mine, std::span<std::byte> rows, Member& target) {
+  const uint64_t chunk = geometry_.chunk_size();
+  for (;;) {
+    std::vector<std::byte*> slots;
+    std::vector<unsigned> missing;
+    for (size_t i = 0; i < where.size(); ++i) {
+      slots.push_back(rows.data() + i * chunk);
+      if (!active(where[i].member)) missing.push_back(static_cast<unsigned>(i));
+    }
+    bool source_failed = false;
+    for (size_t i = 0; i < where.size(); ++i) {
+      if (!active(where[i].member)) continue;
+      auto r = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
+                           {slots[i], chunk});
+      if (!r) {
+        members_.fail(where[i].member, r.error());
+        source_failed = true;
+        break;
+      }
+    }
+    if (source_failed) {
+      if (failed()) return fail(EIO, "stripe {}: too many members failed", stripe);
+      continue;  // again, with one source fewer
+    }
+    if (auto r = level_->rebuild(slots, missing, chunk); !r) return r;
+    if (auto r =
+            member_write(target, data_offset_ + where[mine].member_offset, {slots[mine], chunk});
+        !r) {
+      const unsigned member = where[mine].member;
+      if (members_.recovering(member)) members_.fail(member, r.error());
+      return fail(kTargetFailed, "{}", r.error().message);
+    }
+    return {};
+  }
 }
 
 Result<uint64_t> Volume::check_stripes(uint64_t first, uint64_t count, bool repair) {

@@ -1,0 +1,232 @@
+// Rebuilding members onto new devices while the array is in use (md's recovery): the device
+// takes the role, a thread rebuilds it stripe by stripe (Volume::rebuild_member, which
+// moves its recovery point up under each stripe's lock), rate-limited, its progress
+// recorded in its superblock every few seconds, and puts it in service at the end.
+#include <chrono>
+#include <thread>
+
+#include "raid/array.hpp"
+#include "raid/log.hpp"
+
+namespace stripefs {
+
+namespace {
+
+constexpr uint64_t kStep = 16;  // stripes per lock-and-rebuild round between rate checks
+constexpr auto kCheckpointEvery = std::chrono::seconds(5);
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Result<void> Array::rebuild(unsigned role, Member* device) {
+  const Geometry& g = volume_->geometry();
+  if (role >= g.members()) {
+    return fail(EINVAL, "role {}: the array has {} members", role, g.members());
+  }
+  if (device == nullptr) return fail(EINVAL, "no device given for role {}", role);
+  if (volume_->active(role) || volume_->recovering(role)) {
+    return fail(EBUSY, "role {} is {}; only a failed or missing role can be rebuilt", role,
+                volume_->active(role) ? "in service" : "being rebuilt already");
+  }
+  for (Member* m : by_role_) {
+    if (m == device) return fail(EINVAL, "{} is a member of this array already", device->name());
+  }
+  Superblock record;
+  {
+    std::lock_guard lock(mutex_);
+    record = master_;
+  }
+  const uint64_t needed = record.data_offset + record.data_size;
+  if (device->size() < needed) {
+    return fail(ENOSPC, "{}: {} bytes is too small for role {} (needs at least {})", device->name(),
+                device->size(), role, needed);
+  }
+  Member* any = nullptr;
+  for (unsigned r = 0; r < g.members() && any == nullptr; ++r) {
+    if (volume_->active(r)) any = by_role_[r];
+  }
+  if (any != nullptr && device->limits().logical_block != any->limits().logical_block) {
+    return fail(EINVAL, "{}: logical block size {} differs from the array's {}", device->name(),
+                device->limits().logical_block, any->limits().logical_block);
+  }
+  // The others must hold everything without it: nothing is written to a device that could
+  // not be rebuilt.
+  const Level::Active others = [this, role](unsigned m) { return m != role && volume_->active(m); };
+  if (!Level::create(g)->survives(others)) {
+    return fail(EIO, "role {} cannot be rebuilt: too many members are missing", role);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    Superblock mine = master_;
+    mine.role = static_cast<uint16_t>(role);
+    mine.member_uuid = generate_uuid();
+    mine.member_states[role] = MemberState::rebuilding;
+    mine.rebuild_checkpoint = 0;
+    if (auto w = write_superblock(*device, mine); !w) return fail(w.error());
+    by_role_[role] = device;
+    member_uuids_[role] = mine.member_uuid;
+    checkpoints_[role] = 0;
+    master_.member_states[role] = MemberState::rebuilding;
+    ++master_.events;
+    volume_->start_recovery(role, device, 0);
+    if (auto w = write_superblocks(); !w) return fail(w.error());
+  }
+  raid_log().warn("array {}: rebuilding role {} onto {}", format_uuid(record.array_uuid), role,
+                  device->name());
+  start_rebuilds({role});
+  return {};
+}
+
+void Array::start_rebuilds(std::vector<unsigned> roles) {
+  std::lock_guard lock(rebuild_mutex_);
+  if (rebuild_stopping_) return;  // closing: the superblocks say where to resume
+  for (unsigned role : roles) {
+    rebuild_queue_.push_back(role);
+    rebuild_.roles.push_back(role);
+  }
+  // A running thread takes them in turn. One that ended is done with the lock (it marks
+  // itself not running, under it, as its last act).
+  if (!rebuild_.running) {
+    if (rebuild_thread_.joinable()) rebuild_thread_.join();
+    rebuild_.running = true;
+    rebuild_.error.reset();
+    rebuild_thread_ = std::thread([this] { rebuild_loop(); });
+  }
+  rebuild_cv_.notify_all();
+}
+
+void Array::rebuild_loop() {
+  std::unique_lock lock(rebuild_mutex_);
+  while (!rebuild_stopping_ && !rebuild_queue_.empty()) {
+    const unsigned role = rebuild_queue_.front();
+    lock.unlock();
+    Result<void> done = rebuild_role(role);
+    lock.lock();
+    rebuild_queue_.pop_front();
+    if (!done && !rebuild_stopping_) {
+      rebuild_.error = done.error();
+      raid_log().error("rebuild of role {}: {}", role, done.error().message);
+    }
+    if (done || !rebuild_stopping_) {
+      std::erase(rebuild_.roles, role);
+    }
+  }
+  rebuild_.running = false;
+  rebuild_cv_.notify_all();
+}
+
+// One role, from its recovery point to the end.
+Result<void> Array::rebuild_role(unsigned role) {
+  const Geometry& g = volume_->geometry();
+  const uint64_t stripes = g.stripes();
+  const auto started = std::chrono::steady_clock::now();
+  auto checkpointed = started;
+  uint64_t stripe = volume_->recovered(role);
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    rebuild_.current = role;
+    rebuild_.done = stripe;
+    rebuild_.total = stripes;
+  }
+  const VolumeStats at_start = volume_->stats();
+  uint64_t user_ios = at_start.member_read_ios + at_start.member_write_ios;
+  double allowed = 0;  // seconds of rebuild the rate limits allow so far
+  auto window = started;
+  while (stripe < stripes) {
+    {
+      std::lock_guard lock(rebuild_mutex_);
+      if (rebuild_stopping_) break;
+    }
+    if (!volume_->recovering(role)) {
+      return fail(EIO, "role {} ({}) failed while it was rebuilt", role, by_role_[role]->name());
+    }
+    const uint64_t count = std::min(kStep, stripes - stripe);
+    bool target_failed = false;
+    if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed); !r) return r;
+    stripe += count;
+    const uint64_t written = count * g.chunk_size();
+    {
+      std::lock_guard lock(rebuild_mutex_);
+      rebuild_.done = stripe;
+      rebuild_.bytes += written;
+      rebuild_.seconds += seconds_since(window);
+    }
+    window = std::chrono::steady_clock::now();
+    // md's speed limits: the minimum while the array has other I/O, up to the maximum when
+    // it has none. The Volume counts only user I/O (the rebuild's goes to the members
+    // directly).
+    const VolumeStats now = volume_->stats();
+    const uint64_t ios = now.member_read_ios + now.member_write_ios;
+    const uint64_t rate = ios != user_ios ? speed_min_.load() : speed_max_.load();
+    user_ios = ios;
+    allowed += rate == 0 ? 0.0 : static_cast<double>(written) / static_cast<double>(rate);
+    const double ahead = allowed - seconds_since(started);
+    if (ahead > 0) {
+      std::unique_lock lock(rebuild_mutex_);
+      rebuild_cv_.wait_for(lock, std::chrono::duration<double>(ahead),
+                           [this] { return rebuild_stopping_; });
+    } else if (ahead < -1.0) {
+      allowed = seconds_since(started) - 1.0;  // no credit hoarded while slower than allowed
+    }
+    if (std::chrono::steady_clock::now() - checkpointed >= kCheckpointEvery) {
+      if (auto r = record_checkpoint(role, stripe); !r) return r;
+      checkpointed = std::chrono::steady_clock::now();
+    }
+  }
+  if (stripe < stripes) return record_checkpoint(role, stripe);  // stopped: resumes from here
+  // Every stripe rebuilt: durable on the device, then in service, then recorded.
+  if (auto r = member_flush(*by_role_[role]); !r) {
+    volume_->fail_member(role, r.error());
+    return fail(r.error().code, "role {}: {}", role, r.error().message);
+  }
+  std::lock_guard lock(mutex_);
+  volume_->finish_recovery(role);
+  if (!volume_->active(role)) return fail(EIO, "role {} failed at the end of its rebuild", role);
+  checkpoints_[role] = kNotRebuilding;
+  master_.member_states[role] = MemberState::active;
+  ++master_.events;
+  raid_log().warn("array {}: role {} ({}) rebuilt in {:.1f} s", format_uuid(master_.array_uuid),
+                  role, by_role_[role]->name(), seconds_since(started));
+  return write_superblocks();
+}
+
+// The rebuilt part, recorded in the device's superblock: member bytes below the first stripe
+// not rebuilt (what a resume starts from; on RAID10 a row may be done again).
+Result<void> Array::record_checkpoint(unsigned role, uint64_t stripes) {
+  const uint64_t bytes = volume_->member_range(stripes, stripes).first;
+  std::lock_guard lock(mutex_);
+  checkpoints_[role] = bytes;
+  ++master_.events;
+  return write_superblocks();
+}
+
+RebuildProgress Array::rebuild_progress() const {
+  std::lock_guard lock(rebuild_mutex_);
+  return rebuild_;
+}
+
+RebuildProgress Array::wait_rebuild() {
+  std::unique_lock lock(rebuild_mutex_);
+  rebuild_cv_.wait(lock, [this] { return !rebuild_.running; });
+  return rebuild_;
+}
+
+void Array::set_rebuild_speed(uint64_t min, uint64_t max) {
+  speed_min_.store(min);
+  speed_max_.store(max);
+  rebuild_cv_.notify_all();
+}
+
+void Array::stop_rebuild() {
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    rebuild_stopping_ = true;
+  }
+  rebuild_cv_.notify_all();
+  if (rebuild_thread_.joinable()) rebuild_thread_.join();
+}
+
+}  // namespace stripefs

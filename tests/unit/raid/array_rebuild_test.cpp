@@ -1,0 +1,218 @@
+// Rebuilding a failed member onto a new device while the array is in use (md's recovery):
+// a writer runs throughout, and afterwards the data is checked, parity is checked, and the
+// rebuilt device carries the data on its own (another member then fails).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "raid/array.hpp"
+#include "unit/raid/test_util.hpp"
+
+namespace stripefs {
+namespace {
+
+constexpr uint32_t kChunk = 64 * 1024;
+constexpr uint64_t kMemberSize = 6 << 20;
+
+struct LevelCase {
+  RaidLevel level;
+  unsigned members;
+};
+
+const LevelCase kLevels[] = {
+    {RaidLevel::raid1, 2}, {RaidLevel::raid10, 4}, {RaidLevel::raid5, 4}, {RaidLevel::raid6, 5}};
+
+// An array of memory members, a spare device, and the data every volume byte should hold.
+struct Rebuilding {
+  test::MemoryArray media;
+  MemoryMember spare_medium{"spare", kMemberSize};
+  FaultyMember spare{spare_medium};
+  std::unique_ptr<Array> array;
+  AlignedBuffer shadow;
+  std::mutex shadow_mutex;
+
+  explicit Rebuilding(LevelCase c) : media(c.members, kMemberSize) {
+    ArrayOptions create;
+    create.level = c.level;
+    create.chunk_size = kChunk;
+    EXPECT_TRUE(create_array(media.members(), create));
+    open(media.members());
+    shadow = test::random_buffer(volume().size(), 1);
+    EXPECT_TRUE(volume().write(0, shadow.span()));
+  }
+  void open(std::vector<Member*> members) {
+    auto opened = Array::open(members);
+    ASSERT_TRUE(opened) << opened.error().message;
+    array = std::move(*opened);
+  }
+  Volume& volume() { return array->volume(); }
+
+  // Writes random 4 KiB blocks (partial stripes) and now and then a whole stripe, keeping the
+  // shadow in step, until `stop`.
+  void writer(std::atomic<bool>& stop, uint64_t seed, uint64_t& writes) {
+    std::mt19937_64 rng(seed);
+    const uint64_t stripe = volume().geometry().stripe_data_size();
+    while (!stop.load()) {
+      const bool whole = rng() % 8 == 0;
+      const uint64_t length = whole ? stripe : 4096;
+      const uint64_t at = whole ? rng() % (volume().size() / stripe) * stripe
+                                : rng() % (volume().size() / 4096) * 4096;
+      AlignedBuffer data = test::random_buffer(length, rng());
+      std::lock_guard lock(shadow_mutex);  // the shadow and the volume change together
+      auto w = volume().write(at, data.span());
+      ASSERT_TRUE(w) << w.error().message;
+      std::memcpy(shadow.data() + at, data.data(), length);
+      ++writes;
+    }
+  }
+  void expect_data() {
+    AlignedBuffer back(volume().size());
+    ASSERT_TRUE(volume().read(0, back.span()));
+    EXPECT_EQ(std::memcmp(back.data(), shadow.data(), back.size()), 0);
+  }
+};
+
+class ArrayRebuild : public testing::TestWithParam<LevelCase> {};
+
+INSTANTIATE_TEST_SUITE_P(, ArrayRebuild, testing::ValuesIn(kLevels),
+                         [](const testing::TestParamInfo<LevelCase>& info) {
+                           return std::string(to_string(info.param.level));
+                         });
+
+// Member 0 fails; a new device is rebuilt in its place while a writer runs; then member 1
+// fails too and every byte still reads right: the rebuilt device carries what member 0 held.
+TEST_P(ArrayRebuild, ANewDeviceIsRebuiltWhileWritesGoOn) {
+  Rebuilding r(GetParam());
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  std::atomic<bool> stop{false};
+  uint64_t writes = 0;
+  std::thread writer([&] { r.writer(stop, 7, writes); });
+  while (writes < 50) std::this_thread::yield();  // degraded writes first
+  // Slow enough that many writes land behind the recovery point (they must reach the new
+  // device) and ahead of it (the rebuild must bring them over).
+  r.array->set_rebuild_speed(4 << 20, 4 << 20);
+  ASSERT_TRUE(r.array->rebuild(0, &r.spare));
+  const RebuildProgress progress = r.array->wait_rebuild();
+  stop = true;
+  writer.join();
+  EXPECT_FALSE(progress.error) << progress.error->message;
+  EXPECT_TRUE(r.volume().active(0));
+  EXPECT_EQ(progress.done, r.volume().geometry().stripes());
+  EXPECT_GT(writes, 50u);
+  r.expect_data();
+  auto bad = r.volume().count_inconsistent_stripes(0, r.volume().geometry().stripes());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 0u) << "parity (or the copies) disagree after the rebuild";
+  EXPECT_EQ(r.array->superblock().member_states[0], MemberState::active);
+  r.volume().fail_member(1, Error{EIO, "pulled too"});
+  r.expect_data();
+}
+
+// Stopped halfway (close), the rebuild resumes at the next open from the checkpoint its
+// device's superblock records, not from the start.
+TEST_P(ArrayRebuild, AStoppedRebuildResumesFromItsCheckpoint) {
+  Rebuilding r(GetParam());
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  const uint64_t stripes = r.volume().geometry().stripes();
+  const uint64_t stripe_member_bytes = r.volume().geometry().chunk_size();
+  // Slow enough to stop it in the middle: a few stripes a second.
+  r.array->set_rebuild_speed(4 * stripe_member_bytes, 4 * stripe_member_bytes);
+  ASSERT_TRUE(r.array->rebuild(0, &r.spare));
+  while (r.array->rebuild_progress().done < stripes / 8) std::this_thread::yield();
+  ASSERT_TRUE(r.array->close());
+  const uint64_t reached = r.array->rebuild_progress().done;
+  r.array.reset();
+  auto sb = read_superblock(r.spare);
+  ASSERT_TRUE(sb) << sb.error().message;
+  EXPECT_EQ(sb->member_states[0], MemberState::rebuilding);
+  ASSERT_TRUE(sb->rebuilding());
+  EXPECT_GT(sb->rebuild_checkpoint, 0u);
+  EXPECT_LT(reached, stripes);
+
+  std::vector<Member*> members = r.media.members();
+  members[0] = &r.spare;
+  r.open(members);
+  EXPECT_TRUE(r.volume().recovering(0));
+  const uint64_t resumed_at = r.volume().recovered(0);
+  EXPECT_GT(resumed_at, 0u) << "resumed from the checkpoint, not from the start";
+  EXPECT_LE(resumed_at, reached);
+  r.array->set_rebuild_speed(0, 0);
+  const RebuildProgress progress = r.array->wait_rebuild();
+  EXPECT_FALSE(progress.error) << progress.error->message;
+  EXPECT_LT(progress.bytes, stripes * stripe_member_bytes) << "not everything rebuilt again";
+  EXPECT_TRUE(r.volume().active(0));
+  r.expect_data();
+  auto bad = r.volume().count_inconsistent_stripes(0, stripes);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 0u);
+}
+
+// RAID6 with two members failed rebuilds both, one after the other.
+TEST(ArrayRebuildRaid6, BothFailedMembersAreRebuilt) {
+  MemoryMember second_medium{"spare2", kMemberSize};  // outlives the array
+  FaultyMember second{second_medium};
+  Rebuilding r({RaidLevel::raid6, 5});
+  r.volume().fail_member(1, Error{EIO, "pulled"});
+  r.volume().fail_member(3, Error{EIO, "pulled"});
+  ASSERT_TRUE(r.array->rebuild(1, &r.spare));
+  ASSERT_TRUE(r.array->rebuild(3, &second));
+  const RebuildProgress progress = r.array->wait_rebuild();
+  EXPECT_FALSE(progress.error) << progress.error->message;
+  EXPECT_TRUE(r.volume().active(1));
+  EXPECT_TRUE(r.volume().active(3));
+  auto bad = r.volume().count_inconsistent_stripes(0, r.volume().geometry().stripes());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 0u);
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  r.volume().fail_member(2, Error{EIO, "pulled"});
+  r.expect_data();
+}
+
+TEST(ArrayRebuildRefusals, NothingIsWrittenToADeviceThatIsRefused) {
+  Rebuilding r({RaidLevel::raid5, 4});
+  auto untouched = [&] {
+    auto bytes = r.spare_medium.contents();
+    return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
+  };
+  auto busy = r.array->rebuild(0, &r.spare);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code, EBUSY) << busy.error().message;
+  EXPECT_NE(busy.error().message.find("in service"), std::string::npos);
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  MemoryMember small_medium{"small", 1 << 20};
+  auto small = r.array->rebuild(0, &small_medium);
+  ASSERT_FALSE(small);
+  EXPECT_EQ(small.error().code, ENOSPC) << small.error().message;
+  auto twice = r.array->rebuild(0, r.media.faulty[1].get());
+  ASSERT_FALSE(twice);
+  EXPECT_NE(twice.error().message.find("member of this array"), std::string::npos);
+  r.volume().fail_member(1, Error{EIO, "pulled"});  // now beyond RAID5's redundancy
+  auto beyond = r.array->rebuild(0, &r.spare);
+  ASSERT_FALSE(beyond);
+  EXPECT_TRUE(untouched());
+}
+
+// The new device fails during its rebuild: it is recorded failed, the array goes on degraded.
+TEST(ArrayRebuildFailures, ADeviceThatFailsItsRebuildIsRecordedFailed) {
+  Rebuilding r({RaidLevel::raid5, 4});
+  r.volume().fail_member(2, Error{EIO, "pulled"});
+  r.spare.fail_after(40);
+  ASSERT_TRUE(r.array->rebuild(2, &r.spare));
+  const RebuildProgress progress = r.array->wait_rebuild();
+  ASSERT_TRUE(progress.error);
+  EXPECT_FALSE(r.volume().active(2));
+  EXPECT_FALSE(r.volume().recovering(2));
+  // Recorded by the array's recorder thread; give it a moment.
+  for (int i = 0; i < 1000 && r.array->superblock().member_states[2] != MemberState::faulty; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(r.array->superblock().member_states[2], MemberState::faulty);
+  r.expect_data();
+}
+
+}  // namespace
+}  // namespace stripefs
