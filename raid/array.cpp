@@ -199,7 +199,8 @@ Array::Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> 
   checkpoints_.fill(kNotRebuilding);
   rebuild_.total = volume_->geometry().stripes();
   recorder_ = std::thread([this] { record_loop(); });
-  volume_->set_failure_listener([this](unsigned role, const Error&) { on_member_failed(role); });
+  volume_->set_failure_listener(
+      [this](unsigned role, const Error& why) { on_member_failed(role, why); });
 }
 
 Array::~Array() {
@@ -270,12 +271,65 @@ Result<void> Array::write_superblocks() {
   return {};
 }
 
-void Array::on_member_failed(unsigned role) {
+void Array::on_member_failed(unsigned role, const Error& why) {
   {
     std::lock_guard lock(queue_mutex_);
-    failed_roles_.emplace_back(role, volume_->failed_incarnation(role));
+    failed_roles_.push_back({role, volume_->failed_incarnation(role), why.message});
+    ++failures_queued_;
   }
   queue_cv_.notify_one();
+}
+
+const char* to_string(ArrayEvent::Kind kind) {
+  switch (kind) {
+    case ArrayEvent::Kind::member_failed:
+      return "member-failed";
+    case ArrayEvent::Kind::rebuild_started:
+      return "rebuild-started";
+    case ArrayEvent::Kind::rebuild_finished:
+      return "rebuild-finished";
+    case ArrayEvent::Kind::rebuild_failed:
+      return "rebuild-failed";
+  }
+  return "unknown";
+}
+
+void Array::set_event_listener(EventListener listener) {
+  std::lock_guard lock(event_mutex_);
+  events_ = std::move(listener);
+}
+
+void Array::emit(ArrayEvent event) {
+  EventListener listener;
+  {
+    std::lock_guard lock(event_mutex_);
+    listener = events_;
+  }
+  if (listener) listener(event);
+}
+
+Member* Array::member_device(unsigned role) const {
+  std::lock_guard lock(mutex_);
+  return role < by_role_.size() ? by_role_[role] : nullptr;
+}
+
+Result<void> Array::fail_member(unsigned role) {
+  const Geometry& g = volume_->geometry();
+  if (role >= g.members()) {
+    return fail(EINVAL, "role {}: the array has {} members", role, g.members());
+  }
+  if (!volume_->active(role) && !volume_->recovering(role)) {
+    return fail(EINVAL, "role {} is out of service already", role);
+  }
+  const Level::Active others = [this, role](unsigned m) { return m != role && volume_->active(m); };
+  if (volume_->active(role) && !Level::create(g)->survives(others)) {
+    return fail(EBUSY, "role {} cannot be failed: the array cannot run without it", role);
+  }
+  volume_->fail_member(role, Error{ECANCELED, "failed on request"});
+  std::unique_lock lock(queue_mutex_);
+  const uint64_t target = failures_queued_;
+  recorded_cv_.wait(lock, [&] { return failures_recorded_ >= target || stopping_; });
+  return {};
 }
 
 void Array::record_loop() {
@@ -283,16 +337,19 @@ void Array::record_loop() {
   for (;;) {
     queue_cv_.wait(lock, [this] { return stopping_ || !failed_roles_.empty(); });
     if (failed_roles_.empty()) return;
-    const auto [role, incarnation] = failed_roles_.front();
+    const Failure failure = failed_roles_.front();
+    const unsigned role = failure.role;
     failed_roles_.pop_front();
     lock.unlock();
+    std::string device;
     {
       std::lock_guard state(mutex_);
       // A role given to a new device since (rebuild) no longer records the old one's
       // failure: the new one is what the role holds now.
-      if (incarnation == volume_->incarnation(role)) {
+      if (failure.incarnation == volume_->incarnation(role)) {
         master_.member_states[role] = MemberState::faulty;
       }
+      if (by_role_[role] != nullptr) device = by_role_[role]->name();
       ++master_.events;
       if (auto w = write_superblocks(); !w) {
         // Members that could not take the record were failed in turn (and are queued here).
@@ -302,7 +359,10 @@ void Array::record_loop() {
     // Held writes may go on: survivors hold the record, or every member that missed it has
     // been failed too, so nothing that lacks the record serves data.
     volume_->failure_recorded(role);
+    emit({ArrayEvent::Kind::member_failed, role, device, failure.why});
     lock.lock();
+    ++failures_recorded_;
+    recorded_cv_.notify_all();
   }
 }
 

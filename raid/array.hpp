@@ -101,6 +101,17 @@ struct RebuildProgress {
   std::optional<Error> error;  // why the last rebuild stopped short
 };
 
+// What happened to the array, for whoever watches it (the daemon's log and event program).
+struct ArrayEvent {
+  enum class Kind { member_failed, rebuild_started, rebuild_finished, rebuild_failed };
+  Kind kind = Kind::member_failed;
+  unsigned role = 0;
+  std::string device;  // the device the event is about
+  std::string detail;  // why (a failure's error), or "" when there is nothing to add
+};
+// "member-failed", "rebuild-started", "rebuild-finished", "rebuild-failed".
+const char* to_string(ArrayEvent::Kind kind);
+
 // Creates an array on `members` (in role order). Every member is checked first — the
 // level's Level::min_members, size, block size, an existing array, the journal area's
 // placement — then `validate` runs, and nothing is written unless all pass. Then `prepare`,
@@ -158,6 +169,9 @@ class Array {
   // another block size, and an array that could not rebuild it (beyond its redundancy).
   Result<void> rebuild(unsigned role, Member* device);
   RebuildProgress rebuild_progress() const;
+  // Queues again the roles whose rebuild stopped short (a read error on a source, say) and
+  // returns them; empty when every role being rebuilt is queued already.
+  std::vector<unsigned> resume_rebuilds();
   // Waits for the rebuilds queued so far. Blocking.
   RebuildProgress wait_rebuild();
   // How fast a rebuild writes, in member bytes per second: `min` while the array has other
@@ -165,6 +179,20 @@ class Array {
   void set_rebuild_speed(uint64_t min, uint64_t max);
   Superblock superblock() const;
   const std::vector<std::string>& notes() const { return notes_; }
+  // The device role `role` holds (nullptr when missing): the one being rebuilt onto, once a
+  // rebuild gave it a new one.
+  Member* member_device(unsigned role) const;
+
+  // Takes role `role` out of service at the administrator's request (md's --fail), and
+  // returns once its failure is recorded in the other members' superblocks. Refused, nothing
+  // changed, for a role neither in service nor being rebuilt, and for one the array cannot
+  // run without (it would fail the array, as md refuses to fail its last redundant member).
+  Result<void> fail_member(unsigned role);
+
+  // Hears every ArrayEvent, on the array's own threads (the failure recorder, the rebuild),
+  // never under its locks. It must not block for long: the daemon queues them.
+  using EventListener = std::function<void(const ArrayEvent&)>;
+  void set_event_listener(EventListener listener);
 
   // Stops a rebuild (its checkpoint recorded), waits for the resync, flushes the members,
   // checkpoints the stripe log, and records a clean shutdown (and the write hole closed: unlogged
@@ -182,7 +210,7 @@ class Array {
   Result<void> record_running(const std::vector<unsigned>& readded,
                               const std::vector<unsigned>& broken);
   void start_resync(std::vector<std::pair<uint64_t, uint64_t>> stripe_ranges);
-  void on_member_failed(unsigned role);
+  void on_member_failed(unsigned role, const Error& why);
   void record_loop();
   void resync(std::vector<std::pair<uint64_t, uint64_t>> stripe_ranges);
   // The rebuild (array_rebuild.cpp).
@@ -230,7 +258,19 @@ class Array {
   // which must not wait for its own completions.
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
-  std::deque<std::pair<unsigned, uint64_t>> failed_roles_;  // role, incarnation that failed
+  struct Failure {
+    unsigned role;
+    uint64_t incarnation;  // the device that failed
+    std::string why;
+  };
+  std::deque<Failure> failed_roles_;
+  uint64_t failures_queued_ = 0;    // ever, under queue_mutex_
+  uint64_t failures_recorded_ = 0;  // ever, under queue_mutex_
+  std::condition_variable recorded_cv_;
+
+  std::mutex event_mutex_;  // guards events_ (a leaf)
+  EventListener events_;
+  void emit(ArrayEvent event);
   bool stopping_ = false;
   std::thread recorder_;
 };

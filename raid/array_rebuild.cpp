@@ -2,6 +2,7 @@
 // takes the role, a thread rebuilds it stripe by stripe (Volume::rebuild_member, which
 // moves its recovery point up under each stripe's lock), rate-limited, its progress
 // recorded in its superblock every few seconds, and puts it in service at the end.
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -76,6 +77,7 @@ Result<void> Array::rebuild(unsigned role, Member* device) {
   }
   raid_log().warn("array {}: rebuilding role {} onto {}", format_uuid(record.array_uuid), role,
                   device->name());
+  emit({ArrayEvent::Kind::rebuild_started, role, device->name(), ""});  // before its end
   start_rebuilds({role});
   return {};
 }
@@ -104,14 +106,22 @@ void Array::rebuild_loop() {
     const unsigned role = rebuild_queue_.front();
     lock.unlock();
     Result<void> done = rebuild_role(role);
+    Member* device = member_device(role);
     lock.lock();
     rebuild_queue_.pop_front();
-    if (!done && !rebuild_stopping_) {
+    const bool stopped = rebuild_stopping_;
+    if (!done && !stopped) {
       rebuild_.error = done.error();
       raid_log().error("rebuild of role {}: {}", role, done.error().message);
     }
-    if (done || !rebuild_stopping_) {
+    if (done || !stopped) {
       std::erase(rebuild_.roles, role);
+    }
+    if (done ? volume_->active(role) : !stopped) {
+      lock.unlock();
+      emit({done ? ArrayEvent::Kind::rebuild_finished : ArrayEvent::Kind::rebuild_failed, role,
+            device != nullptr ? device->name() : "", done ? "" : done.error().message});
+      lock.lock();
     }
   }
   rebuild_.running = false;
@@ -201,6 +211,21 @@ Result<void> Array::record_checkpoint(unsigned role, uint64_t stripes) {
   checkpoints_[role] = bytes;
   ++master_.events;
   return write_superblocks();
+}
+
+std::vector<unsigned> Array::resume_rebuilds() {
+  std::vector<unsigned> roles;
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    for (unsigned role = 0; role < volume_->geometry().members(); ++role) {
+      if (volume_->recovering(role) &&
+          std::find(rebuild_queue_.begin(), rebuild_queue_.end(), role) == rebuild_queue_.end()) {
+        roles.push_back(role);
+      }
+    }
+  }
+  if (!roles.empty()) start_rebuilds(roles);
+  return roles;
 }
 
 RebuildProgress Array::rebuild_progress() const {

@@ -96,16 +96,19 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     request.fua = fua;
     request.iov = std::move(merged.iov);
     const uint64_t expected = request.length();
-    request.done = [batch, member = merged.member, tags = std::move(merged.tags),
+    Member* device = members[merged.member];
+    request.done = [batch, device, op, member = merged.member, tags = std::move(merged.tags),
                     expected](int64_t result) {
-      if (result < 0 || static_cast<uint64_t>(result) != expected) {
+      const bool ok = result >= 0 && static_cast<uint64_t>(result) == expected;
+      device->count(op, ok ? expected : 0, ok);
+      if (!ok) {
         const int error = result < 0 ? static_cast<int>(-result) : EIO;
         std::lock_guard lock(batch->mutex);
         for (uint32_t tag : tags) batch->failures.push_back({member, tag, error});
       }
       batch->join.finish();
     };
-    members[merged.member]->submit(std::move(request));
+    device->submit(std::move(request));
   }
 }
 

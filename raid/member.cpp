@@ -12,6 +12,24 @@ uint64_t MemberRequest::length() const {
   return total;
 }
 
+void Member::count(MemberOp op, uint64_t bytes, bool ok) {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  if (!ok) errors_.fetch_add(1, relaxed);
+  if (op == MemberOp::read) {
+    reads_.fetch_add(1, relaxed);
+    read_bytes_.fetch_add(bytes, relaxed);
+  } else if (op == MemberOp::write) {
+    writes_.fetch_add(1, relaxed);
+    written_bytes_.fetch_add(bytes, relaxed);
+  }
+}
+
+MemberCounters Member::counters() const {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  return {reads_.load(relaxed), writes_.load(relaxed), read_bytes_.load(relaxed),
+          written_bytes_.load(relaxed), errors_.load(relaxed)};
+}
+
 namespace {
 
 Result<void> run_sync(Member& member, MemberRequest request) {
@@ -22,6 +40,8 @@ Result<void> run_sync(Member& member, MemberRequest request) {
     request.done = std::move(done);
     member.submit(std::move(request));
   });
+  member.count(op, result > 0 ? static_cast<uint64_t>(result) : 0,
+               result >= 0 && (op == MemberOp::flush || static_cast<uint64_t>(result) == expected));
   const char* what = op == MemberOp::read ? "read" : op == MemberOp::write ? "write" : "flush";
   if (result < 0) {
     return fail(static_cast<int>(-result), "{}: {} at byte {} failed: {}", member.name(), what,

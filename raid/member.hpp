@@ -3,6 +3,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -30,6 +31,16 @@ struct MemberRequest {
   uint64_t length() const;
 };
 
+// What a member has done since it was opened, as status reports it: finished requests,
+// their bytes, and the requests that failed (flushes included).
+struct MemberCounters {
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t read_bytes = 0;
+  uint64_t written_bytes = 0;
+  uint64_t errors = 0;
+};
+
 class Member {
  public:
   Member(std::string name, uint64_t size, DeviceLimits limits)
@@ -48,10 +59,16 @@ class Member {
   // device; the caller must not hold locks that `done` may take.
   virtual void submit(MemberRequest request) = 0;
 
+  // Counts one finished request: the Volume's batches (submit_ios) and the blocking helpers
+  // below call it from their completions. Relaxed: figures for people, never for decisions.
+  void count(MemberOp op, uint64_t bytes, bool ok);
+  MemberCounters counters() const;
+
  private:
   std::string name_;
   uint64_t size_;
   DeviceLimits limits_;
+  std::atomic<uint64_t> reads_{0}, writes_{0}, read_bytes_{0}, written_bytes_{0}, errors_{0};
 };
 
 // Blocking helpers for setup paths (superblocks, tests, tools). Never call them from a

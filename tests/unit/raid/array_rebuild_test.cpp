@@ -214,5 +214,67 @@ TEST(ArrayRebuildFailures, ADeviceThatFailsItsRebuildIsRecordedFailed) {
   r.expect_data();
 }
 
+// The administrator's fail: recorded before it returns, refused when the array could not
+// run without the member, and the events tell the story of the failure and the rebuild.
+TEST(ArrayFailMember, IsRecordedAndTheRebuildIsAnnounced) {
+  Rebuilding r({RaidLevel::raid5, 4});
+  std::mutex mutex;
+  std::vector<ArrayEvent> events;
+  r.array->set_event_listener([&](const ArrayEvent& e) {
+    std::lock_guard lock(mutex);
+    events.push_back(e);
+  });
+  ASSERT_TRUE(r.array->fail_member(1));
+  EXPECT_FALSE(r.volume().active(1));
+  EXPECT_EQ(r.array->superblock().member_states[1], MemberState::faulty) << "recorded already";
+  auto again = r.array->fail_member(1);
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().message.find("out of service already"), std::string::npos);
+  auto last = r.array->fail_member(2);
+  ASSERT_FALSE(last);
+  EXPECT_EQ(last.error().code, EBUSY) << last.error().message;
+  EXPECT_TRUE(r.volume().active(2)) << "a refused fail changes nothing";
+  EXPECT_FALSE(r.array->fail_member(9));
+  ASSERT_TRUE(r.array->rebuild(1, &r.spare));
+  EXPECT_FALSE(r.array->wait_rebuild().error);
+  EXPECT_TRUE(r.array->resume_rebuilds().empty()) << "nothing stopped short";
+  r.expect_data();
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, ArrayEvent::Kind::member_failed);
+  EXPECT_EQ(events[0].role, 1u);
+  EXPECT_EQ(events[0].device, r.media.members()[1]->name());
+  EXPECT_EQ(events[1].kind, ArrayEvent::Kind::rebuild_started);
+  EXPECT_EQ(events[1].device, r.spare.name());
+  EXPECT_EQ(events[2].kind, ArrayEvent::Kind::rebuild_finished);
+  EXPECT_STREQ(to_string(events[2].kind), "rebuild-finished");
+  // The rebuild's writes and the members' reads were counted.
+  EXPECT_GE(r.spare.counters().written_bytes,
+            r.volume().geometry().stripes() * r.volume().geometry().chunk_size());
+  EXPECT_GT(r.media.members()[0]->counters().reads, 0u);
+  EXPECT_EQ(r.media.members()[0]->counters().errors, 0u);
+}
+
+// A rebuild whose new device fails is announced as failed, and counted as the device's error.
+TEST(ArrayFailMember, AFailedRebuildIsAnnounced) {
+  Rebuilding r({RaidLevel::raid6, 5});
+  std::mutex mutex;
+  std::vector<ArrayEvent> events;
+  r.array->set_event_listener([&](const ArrayEvent& e) {
+    std::lock_guard lock(mutex);
+    events.push_back(e);
+  });
+  ASSERT_TRUE(r.array->fail_member(0));
+  r.spare.fail_after(40);
+  ASSERT_TRUE(r.array->rebuild(0, &r.spare));
+  ASSERT_TRUE(r.array->wait_rebuild().error);
+  EXPECT_GT(r.spare.counters().errors, 0u);
+  std::lock_guard lock(mutex);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const ArrayEvent& e) {
+    return e.kind == ArrayEvent::Kind::rebuild_failed && e.role == 0 && !e.detail.empty();
+  }));
+}
+
 }  // namespace
 }  // namespace stripefs
