@@ -90,6 +90,8 @@ Result<std::unique_ptr<MirroredArea>> open_member_journal_area(Volume& volume, c
       member_copies(sb, [&volume](unsigned role) { return volume.member(role); }),
       sb.journal_offset, sb.journal_size, live,
       [&volume](unsigned role, const Error& why) { volume.fail_member(role, why); });
+  // A rebuild gives a role a new device: the copy follows the role, not the old device.
+  area->set_resolve([&volume](unsigned role) { return volume.member(role); });
   // Each live copy read on its own: the one whose log reaches furthest is the freshest, and
   // of those, the one checkpointed furthest (a stale copy would replay records that later
   // full-stripe writes, which are not logged, have overwritten). A copy that cannot be read

@@ -45,7 +45,7 @@ void MirroredArea::read_from(size_t first, MemberRequest request) {
     request.done(-EIO);
     return;
   }
-  const Copy copy = copies_[at];
+  const Copy copy{copies_[at].role, device(copies_[at])};
   MemberRequest mine;
   mine.op = MemberOp::read;
   mine.offset = offset_ + request.offset;
@@ -86,7 +86,7 @@ void MirroredArea::submit(MemberRequest request) {
   };
   std::vector<Copy> targets;
   for (const Copy& c : copies_) {
-    if (live(c)) targets.push_back(c);
+    if (live(c)) targets.push_back({c.role, device(c)});
   }
   if (targets.empty()) {
     request.done(-EIO);
@@ -165,23 +165,25 @@ Result<void> MirroredArea::copy(const Copy& from, const std::vector<Copy>& to) {
 }
 
 Result<void> MirroredArea::copy_to(unsigned role) {
-  auto to = std::find_if(copies_.begin(), copies_.end(),
-                         [role](const Copy& c) { return c.role == role && c.member != nullptr; });
+  auto to = std::find_if(copies_.begin(), copies_.end(), [this, role](const Copy& c) {
+    return c.role == role && device(c) != nullptr;
+  });
   if (to == copies_.end()) return {};
   auto from = std::find_if(copies_.begin(), copies_.end(),
                            [&](const Copy& c) { return c.role != role && live(c); });
   if (from == copies_.end()) return fail(EIO, "{}: no live copy to copy from", name());
   // The member is held out: a failure cannot take it out of service, only fail its re-add.
-  MirroredArea strict({*from, *to}, offset_, size());
-  return strict.copy(*from, {*to});
+  const Copy source{from->role, device(*from)}, target{to->role, device(*to)};
+  MirroredArea strict({source, target}, offset_, size());
+  return strict.copy(source, {target});
 }
 
 Result<void> MirroredArea::copy_from(size_t source) {
-  const Copy from = copies_.at(source);
+  const Copy from{copies_.at(source).role, device(copies_.at(source))};
   if (!live(from)) return fail(EIO, "{}: the copy to copy from is not in service", name());
   std::vector<Copy> to;
   for (size_t i = 0; i < copies_.size(); ++i) {
-    if (i != source && live(copies_[i])) to.push_back(copies_[i]);
+    if (i != source && live(copies_[i])) to.push_back({copies_[i].role, device(copies_[i])});
   }
   return copy(from, to);
 }

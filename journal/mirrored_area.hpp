@@ -33,6 +33,12 @@ class MirroredArea final : public Member {
 
   void submit(MemberRequest request) override;
 
+  // Which device holds a role's copy now: by default the one given at construction. An array
+  // whose roles can change devices (a rebuild onto a new one) resolves them through this,
+  // set before the first request.
+  using Resolve = std::function<Member*(unsigned role)>;
+  void set_resolve(Resolve resolve) { resolve_ = std::move(resolve); }
+
   const std::vector<Copy>& copies() const { return copies_; }
   uint64_t offset() const { return offset_; }
   // Copies the whole area from copy `source` onto every other live copy. Blocking. A copy
@@ -45,7 +51,8 @@ class MirroredArea final : public Member {
   void prefer(size_t index);
 
  private:
-  bool live(const Copy& c) const { return c.member != nullptr && (!live_ || live_(c.role)); }
+  Member* device(const Copy& c) const { return resolve_ ? resolve_(c.role) : c.member; }
+  bool live(const Copy& c) const { return device(c) != nullptr && (!live_ || live_(c.role)); }
   void read_from(size_t first, MemberRequest request);
   // The whole area from `from` onto each of `to`; a target that fails is reported through
   // `failed` and dropped (without `failed`, the copy fails).
@@ -55,6 +62,7 @@ class MirroredArea final : public Member {
   const uint64_t offset_;
   Live live_;
   Failed failed_;
+  Resolve resolve_;
 };
 
 }  // namespace stripefs

@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "raid/assembly.hpp"
@@ -177,6 +178,7 @@ class Array {
   // How fast a rebuild writes, in member bytes per second: `min` while the array has other
   // I/O, up to `max` (0: no limit) while it has none (md's speed_limit_min and _max).
   void set_rebuild_speed(uint64_t min, uint64_t max);
+  std::pair<uint64_t, uint64_t> rebuild_speed() const { return {speed_min_, speed_max_}; }
   Superblock superblock() const;
   const std::vector<std::string>& notes() const { return notes_; }
   // The device role `role` holds (nullptr when missing): the one being rebuilt onto, once a
@@ -218,6 +220,8 @@ class Array {
   void rebuild_loop();
   Result<void> rebuild_role(unsigned role);
   Result<void> record_checkpoint(unsigned role, uint64_t stripes);
+  // Copies the array's per-member metadata areas onto role `role`'s device; fails it if not.
+  Result<void> copy_member_areas(unsigned role);
   void stop_rebuild();
 
   mutable std::mutex mutex_;  // guards master_ and the superblock writes

@@ -187,13 +187,19 @@ Result<void> Array::rebuild_role(unsigned role) {
     }
   }
   if (stripe < stripes) return record_checkpoint(role, stripe);  // stopped: resumes from here
-  // Every stripe rebuilt: durable on the device, then in service, then recorded.
+  // Every stripe rebuilt: durable on the device, with its copies of the array's metadata
+  // areas (the write-intent bitmap, the write-hole journal), then in service, then recorded.
+  // The areas are copied before it joins, so no open ever reads a blank copy from a member
+  // in service, and again after, for what changed between the copy and its joining (until
+  // then their writes skipped it).
+  if (auto r = copy_member_areas(role); !r) return r;
   if (auto r = member_flush(*by_role_[role]); !r) {
     volume_->fail_member(role, r.error());
     return fail(r.error().code, "role {}: {}", role, r.error().message);
   }
   std::lock_guard lock(mutex_);
   volume_->finish_recovery(role);
+  if (auto r = copy_member_areas(role); !r) return r;
   if (!volume_->active(role)) return fail(EIO, "role {} failed at the end of its rebuild", role);
   checkpoints_[role] = kNotRebuilding;
   master_.member_states[role] = MemberState::active;
@@ -201,6 +207,18 @@ Result<void> Array::rebuild_role(unsigned role) {
   raid_log().warn("array {}: role {} ({}) rebuilt in {:.1f} s", format_uuid(master_.array_uuid),
                   role, by_role_[role]->name(), seconds_since(started));
   return write_superblocks();
+}
+
+Result<void> Array::copy_member_areas(unsigned role) {
+  Result<void> copied;
+  if (intent_) copied = intent_->member_returned(*by_role_[role]);
+  if (copied && stripe_log_) copied = stripe_log_->member_returned(role);
+  if (!copied) {
+    volume_->fail_member(role, copied.error());
+    return fail(copied.error().code, "role {}: copying the bitmap and journal onto {}: {}", role,
+                by_role_[role]->name(), copied.error().message);
+  }
+  return {};
 }
 
 // The rebuilt part, recorded in the device's superblock: member bytes below the first stripe

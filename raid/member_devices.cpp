@@ -7,13 +7,32 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "raid/aligned_buffer.hpp"
 #include "raid/superblock.hpp"
 
 namespace stripefs {
 
+OpenedDevice::OpenedDevice(OpenedDevice&& other) noexcept
+    : member(std::move(other.member)), lock(std::exchange(other.lock, -1)) {}
+
+OpenedDevice& OpenedDevice::operator=(OpenedDevice&& other) noexcept {
+  if (this != &other) {
+    member = std::move(other.member);
+    if (lock >= 0) close(lock);
+    lock = std::exchange(other.lock, -1);
+  }
+  return *this;
+}
+
+OpenedDevice::~OpenedDevice() {
+  member.reset();
+  if (lock >= 0) close(lock);
+}
+
 Devices::~Devices() {
+  added.clear();
   journal.reset();
   members.clear();
   engine.reset();
@@ -24,6 +43,11 @@ std::vector<Member*> Devices::member_pointers() const {
   std::vector<Member*> out;
   for (const auto& m : members) out.push_back(m.get());
   return out;
+}
+
+Member* Devices::adopt(OpenedDevice device) {
+  added.push_back(std::move(device));
+  return added.back().member.get();
 }
 
 std::vector<std::string> split_device_list(const std::vector<std::string>& args) {
@@ -82,6 +106,17 @@ Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& pa
     devices->journal = std::move(*member);
   }
   return devices;
+}
+
+Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine) {
+  OpenedDevice device;
+  auto fd = lock_device(path);
+  if (!fd) return fail(fd.error());
+  device.lock = *fd;
+  auto member = FileMember::open(path, engine);
+  if (!member) return fail(member.error());
+  device.member = std::move(*member);
+  return device;
 }
 
 Result<std::vector<std::string>> find_array_members(const std::string& text) {

@@ -10,14 +10,31 @@
 
 namespace stripefs {
 
+// A device opened on its own, as open_devices opens each: flock()ed, then a FileMember.
+struct OpenedDevice {
+  std::unique_ptr<FileMember> member;
+  int lock = -1;  // the flock()ed descriptor, closed with the device
+  OpenedDevice() = default;
+  OpenedDevice(OpenedDevice&& other) noexcept;
+  OpenedDevice& operator=(OpenedDevice&& other) noexcept;
+  ~OpenedDevice();
+};
+
 struct Devices {
   std::unique_ptr<IoEngine> engine;
   std::vector<std::unique_ptr<FileMember>> members;
   std::unique_ptr<FileMember> journal;  // the stripe journal's device, when there is one
   std::vector<int> locks;               // flock()ed descriptors, one per device
+  // Devices given to the array while it runs (rebuilds): kept until the end, as the array
+  // needs its members to outlive it.
+  std::vector<OpenedDevice> added;
   ~Devices();
   std::vector<Member*> member_pointers() const;
+  Member* adopt(OpenedDevice device);
 };
+
+// Opens one more device on `engine` (which must outlive it), locked as open_devices does.
+Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine);
 
 // Device arguments as users write them: several paths, or one joined by ':' (the form
 // /etc/fstab and mount.fuse3 pass as the source).

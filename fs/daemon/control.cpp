@@ -87,6 +87,19 @@ void ControlServer::serve() {
     if (fds[1].revents != 0) return;
     const int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
+    // The socket's mode keeps others out; its peer's credentials are checked all the same
+    // (a descriptor passed on, a directory made wider by hand).
+    ucred peer{};
+    socklen_t length = sizeof(peer);
+    if (getsockopt(client, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != 0) {
+      const std::string reply =
+          nlohmann::json{{"error", "permission denied: only root may control stripefs"}}.dump() +
+          "\n";
+      (void)!send(client, reply.data(), reply.size(), MSG_NOSIGNAL);
+      fs_log().warn("control: refused a client of uid {}", peer.uid);
+      close(client);
+      continue;
+    }
     answer(client);
     close(client);
   }

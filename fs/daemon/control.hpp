@@ -1,11 +1,14 @@
 // The daemon's control socket: a Unix stream socket in /run/stripefs/ (root only) that
 // takes one JSON request per line and answers each with one JSON line.
 //
-//   {"command": "status"}   array, members, resync, filesystem usage
+//   {"command": "status"}   state, members, task, action; array, filesystem usage
 //   {"command": "stats"}    I/O statistics: volume, filesystem, metadata journal
+//   and the array commands of array_control.hpp (fail, remove, add, rebuild, speed, ...)
 //
 // An unknown command or a malformed line gets {"error": "..."} and the connection stays
-// open. stripefsctl is the client.
+// open. Only root is answered: the socket is 0600 in a 0700 directory, and a peer whose
+// credentials (SO_PEERCRED) are not root's gets {"error": "permission denied: ..."} and is
+// hung up on. stripefsctl is the client.
 #pragma once
 #include <atomic>
 #include <functional>

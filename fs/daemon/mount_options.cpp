@@ -1,11 +1,14 @@
 #include "fs/daemon/mount_options.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "raid/units.hpp"
@@ -33,6 +36,12 @@ constexpr const char* kUsage =
     "  writeback_cache       let the kernel cache writes too\n"
     "  direct_io             bypass the kernel page cache for file data\n"
     "  force                 start a dirty degraded array, rebuild damaged bitmap/journal\n"
+    "  speed_limit_min=SIZE  rebuild rate per second while the array has other I/O (default\n"
+    "                        16M; also stripefsctl speed)\n"
+    "  speed_limit_max=SIZE  rebuild rate per second while it has none (default 0: no limit)\n"
+    "  event_program=PATH    run PATH EVENT MOUNTPOINT DEVICE ROLE DETAIL on each array event\n"
+    "                        (member-failed, array-degraded, rebuild-finished, ...)\n"
+    "  log_level=NAME        trace, debug, info (default), warn, error, critical or off\n"
     "  -f  stay in the foreground   -d  debug (implies -f)   -s  single-threaded\n";
 
 // What fuse_opt fills in: C strings it allocates, ints it sets.
@@ -43,6 +52,10 @@ struct Raw {
   double commit_interval = 5.0;
   char* cache_size = nullptr;
   char* readahead = nullptr;
+  char* speed_limit_min = nullptr;
+  char* speed_limit_max = nullptr;
+  char* event_program = nullptr;
+  char* log_level = nullptr;
   unsigned io_threads = 0;
   int io_threads_given = 0;
   int writeback_cache = 0;
@@ -56,7 +69,10 @@ struct Raw {
   int single = 0;
   std::vector<std::string> positional;
   ~Raw() {
-    for (char* p : {journal_device, write_hole, cache_size, readahead}) std::free(p);
+    for (char* p : {journal_device, write_hole, cache_size, readahead, speed_limit_min,
+                    speed_limit_max, event_program, log_level}) {
+      std::free(p);
+    }
   }
 };
 
@@ -71,6 +87,10 @@ const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0
                              STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
                              STRIPEFS_OPT("cache_size=%s", cache_size, 0),
                              STRIPEFS_OPT("readahead=%s", readahead, 0),
+                             STRIPEFS_OPT("speed_limit_min=%s", speed_limit_min, 0),
+                             STRIPEFS_OPT("speed_limit_max=%s", speed_limit_max, 0),
+                             STRIPEFS_OPT("event_program=%s", event_program, 0),
+                             STRIPEFS_OPT("log_level=%s", log_level, 0),
                              STRIPEFS_OPT("io_threads=%u", io_threads, 0),
                              STRIPEFS_OPT("io_threads=", io_threads_given, 1),
                              STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
@@ -149,6 +169,49 @@ Result<void> check_values(const Raw& raw, MountOptions& out) {
       return fail(kBadValue, "readahead={}: not a size up to 1G", raw.readahead);
     }
     out.readahead = *size;
+  }
+  // A rate: a size per second, or 0 (no limit: the maximum only).
+  const auto rate = [](const char* text) -> std::optional<uint64_t> {
+    if (std::string_view(text) == "0") return 0;
+    auto size = parse_size(text);
+    return size ? std::optional<uint64_t>(*size) : std::nullopt;
+  };
+  if (raw.speed_limit_min != nullptr) {
+    auto r = rate(raw.speed_limit_min);
+    if (!r || *r == 0) {
+      return fail(kBadValue, "speed_limit_min={}: not a size per second such as 16M",
+                  raw.speed_limit_min);
+    }
+    out.speed_limit_min = *r;
+  }
+  if (raw.speed_limit_max != nullptr) {
+    auto r = rate(raw.speed_limit_max);
+    if (!r) {
+      return fail(kBadValue, "speed_limit_max={}: not a size per second (0: no limit)",
+                  raw.speed_limit_max);
+    }
+    out.speed_limit_max = *r;
+  }
+  if (out.speed_limit_max != 0 && out.speed_limit_min > out.speed_limit_max) {
+    return fail(kBadValue, "speed_limit_min is above speed_limit_max");
+  }
+  if (raw.event_program != nullptr) {
+    out.event_program = raw.event_program;
+    if (out.event_program.empty() || out.event_program[0] != '/' ||
+        access(out.event_program.c_str(), X_OK) != 0) {
+      return fail(kBadValue, "event_program={}: not an absolute path to an executable",
+                  out.event_program);
+    }
+  }
+  if (raw.log_level != nullptr) {
+    const std::string level = raw.log_level;
+    static const char* const kLevels[] = {"trace", "debug",    "info", "warn",
+                                          "error", "critical", "off"};
+    if (std::find(std::begin(kLevels), std::end(kLevels), level) == std::end(kLevels)) {
+      return fail(kBadValue, "log_level={}: one of trace, debug, info, warn, error, critical, off",
+                  level);
+    }
+    out.log_level = level;
   }
   if (raw.write_hole != nullptr) {
     const std::string value = raw.write_hole;

@@ -27,11 +27,15 @@ struct MountOptions {
   bool writeback_cache = false;
   bool direct_io = false;
   bool force = false;
-  bool foreground = false;  // -f (and -d)
-  bool debug = false;       // -d, -o debug
-  bool single = false;      // -s
-  bool help = false;        // -h, --help: nothing else is checked
-  bool version = false;     // -V, --version: likewise
+  uint64_t speed_limit_min = 16u << 20;  // speed_limit_min=SIZE: rebuild rate with user I/O
+  uint64_t speed_limit_max = 0;          // speed_limit_max=SIZE: rebuild rate idle; 0 no limit
+  std::string event_program;             // event_program=PATH: run on each array event
+  std::string log_level;                 // log_level=NAME; "" keeps info (debug with -d)
+  bool foreground = false;               // -f (and -d)
+  bool debug = false;                    // -d, -o debug
+  bool single = false;                   // -s
+  bool help = false;                     // -h, --help: nothing else is checked
+  bool version = false;                  // -V, --version: likewise
 };
 
 // Error codes of parse_mount_options: the first two are usage errors (exit 2), the last a

@@ -9,52 +9,149 @@ std::string control_socket_path(const Uuid& fs_uuid) {
   return std::string(kControlDirectory) + "/" + format_uuid(fs_uuid) + ".sock";
 }
 
-nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& mountpoint) {
-  const Superblock sb = array.superblock();
+namespace {
+
+using nlohmann::json;
+
+// One role's state, as status names it.
+std::string role_state(Array& array, const Superblock& sb, unsigned role) {
   Volume& volume = array.volume();
-  nlohmann::json members = nlohmann::json::array();
-  for (unsigned i = 0; i < volume.geometry().members(); ++i) {
-    Member* m = volume.member(i);
-    // Out of service: faulty if recorded so, or failed while running (its record on the
-    // way); otherwise missing (not given, or kept out at assembly, perhaps after a re-add
-    // that failed through no fault of its own).
-    const bool recorded_faulty = sb.member_states[i] == MemberState::faulty ||
-                                 (m != nullptr && sb.member_states[i] == MemberState::active);
-    members.push_back({{"role", i},
-                       {"device", m != nullptr ? m->name() : ""},
-                       {"state", volume.active(i)  ? "active"
-                                 : recorded_faulty ? "faulty"
-                                                   : "missing"}});
+  if (volume.active(role)) return "active";
+  if (volume.recovering(role)) return "rebuilding";
+  Member* m = volume.member(role);
+  // Out of service: faulty if recorded so, or failed while running (its record on the way);
+  // otherwise missing (not given, or kept out at assembly, perhaps after a re-add that failed
+  // through no fault of its own).
+  const bool recorded_faulty = sb.member_states[role] == MemberState::faulty ||
+                               sb.member_states[role] == MemberState::rebuilding ||
+                               (m != nullptr && sb.member_states[role] == MemberState::active);
+  return recorded_faulty ? "faulty" : "missing";
+}
+
+json counters_json(const Member* m) {
+  const MemberCounters c = m != nullptr ? m->counters() : MemberCounters{};
+  return {{"reads", c.reads},
+          {"writes", c.writes},
+          {"read_bytes", c.read_bytes},
+          {"written_bytes", c.written_bytes},
+          {"errors", c.errors}};
+}
+
+// The running task, in member bytes: a rebuild (per role) or a resync.
+json task_json(Array& array) {
+  const Geometry& g = array.volume().geometry();
+  const RebuildProgress rebuild = array.rebuild_progress();
+  if (rebuild.running) {
+    const double rate = rebuild.seconds > 0 ? rebuild.bytes / rebuild.seconds : 0.0;
+    const uint64_t done = rebuild.done * g.chunk_size(), total = rebuild.total * g.chunk_size();
+    return {
+        {"kind", "rebuild"},
+        {"role", rebuild.current},
+        {"queued", rebuild.roles.size()},
+        {"done", done},
+        {"total", total},
+        {"rate", static_cast<uint64_t>(rate)},
+        {"eta_seconds", rate > 0 ? json(static_cast<uint64_t>((total - done) / rate)) : json()}};
   }
   const ResyncProgress resync = array.resync_progress();
+  if (!resync.finished) {
+    return {{"kind", "resync"},
+            {"role", nullptr},
+            {"done", resync.done * g.chunk_size()},
+            {"total", resync.total * g.chunk_size()},
+            {"rate", nullptr},
+            {"eta_seconds", nullptr}};
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& mountpoint,
+                           const ArrayControl* control) {
+  const Superblock sb = array.superblock();
+  Volume& volume = array.volume();
+  nlohmann::json members = nlohmann::json::array();  // the array's view (kept for scripts)
+  nlohmann::json all = nlohmann::json::array();      // every device, spares included
+  bool rebuilding = false;
+  for (unsigned i = 0; i < volume.geometry().members(); ++i) {
+    Member* m = array.member_device(i);
+    const std::string state = role_state(array, sb, i);
+    rebuilding = rebuilding || state == "rebuilding";
+    members.push_back({{"role", i}, {"device", m != nullptr ? m->name() : ""}, {"state", state}});
+    json entry = {{"role", i}, {"path", m != nullptr ? m->name() : ""}, {"state", state}};
+    entry.update(counters_json(m));
+    all.push_back(entry);
+  }
+  size_t spares = 0;
+  if (control != nullptr) {
+    for (json extra : control->extra_members_json()) {
+      spares += extra["state"] == "spare";
+      extra["role"] = nullptr;
+      all.push_back(extra);
+    }
+  }
+  const ResyncProgress resync = array.resync_progress();
+  const RebuildProgress rebuild = array.rebuild_progress();
+  const bool degraded = volume.missing_members() > 0;
+  const std::string state = volume.failed()    ? "failed"
+                            : rebuilding       ? "rebuilding"
+                            : degraded         ? "degraded"
+                            : !resync.finished ? "resyncing"
+                                               : "clean";
+  std::string action;
+  if (state == "failed") {
+    action =
+        "Too many members are out of service: the array cannot run. Bring the missing "
+        "members back and remount (with -o force if they disagree).";
+  } else if (state == "rebuilding") {
+    action = "Wait for the rebuild to finish (stripefsctl status --wait).";
+  } else if (state == "degraded" && rebuild.error && !rebuild.running) {
+    action = "The rebuild stopped: " + rebuild.error->message +
+             ". Resume it with 'stripefsctl rebuild', or add another device.";
+  } else if (state == "degraded") {
+    action = spares > 0 ? "Start the rebuild onto the spare with 'stripefsctl rebuild'."
+                        : "Replace the failed member: 'stripefsctl add MOUNTPOINT DEVICE' "
+                          "rebuilds onto a new device.";
+  } else if (state == "resyncing") {
+    action = "Wait for the resync to finish; the array is usable meanwhile.";
+  }
   const FsStatfs usage = fs.statfs();
   const FsSuperblock& fsb = fs.superblock();
-  return {{"mountpoint", mountpoint},
-          {"array",
-           {{"uuid", format_uuid(sb.array_uuid)},
-            {"level", std::string(to_string(sb.level))},
-            {"chunk_size", sb.chunk_size},
-            {"size", volume.size()},
-            {"degraded", volume.missing_members() > 0},
-            {"failed", volume.failed()},
-            {"members", members},
-            {"write_hole_journal", sb.journal_size == 0              ? "none"
-                                   : is_zero(sb.journal_device_uuid) ? "members"
-                                                                     : "device"},
-            {"write_hole_logging", array.logs_partial_stripes()},
-            {"resync",
-             {{"finished", resync.finished},
-              {"done", resync.done},
-              {"total", resync.total},
-              {"repaired", resync.repaired}}}}},
-          {"filesystem",
-           {{"uuid", format_uuid(fsb.uuid)},
-            {"label", fsb.label},
-            {"block_size", kBlockSize},
-            {"blocks", usage.blocks},
-            {"blocks_free", usage.blocks_free},
-            {"inodes", usage.files},
-            {"inodes_free", usage.files_free}}}};
+  return {
+      {"mountpoint", mountpoint},
+      {"state", state},
+      {"members", all},
+      {"task", task_json(array)},
+      {"action", action},
+      {"rebuild_error", rebuild.error && !rebuild.running ? json(rebuild.error->message) : json()},
+      {"rebuild_speed",
+       {{"min", array.rebuild_speed().first}, {"max", array.rebuild_speed().second}}},
+      {"array",
+       {{"uuid", format_uuid(sb.array_uuid)},
+        {"level", std::string(to_string(sb.level))},
+        {"chunk_size", sb.chunk_size},
+        {"size", volume.size()},
+        {"degraded", volume.missing_members() > 0},
+        {"failed", volume.failed()},
+        {"members", members},
+        {"write_hole_journal", sb.journal_size == 0              ? "none"
+                               : is_zero(sb.journal_device_uuid) ? "members"
+                                                                 : "device"},
+        {"write_hole_logging", array.logs_partial_stripes()},
+        {"resync",
+         {{"finished", resync.finished},
+          {"done", resync.done},
+          {"total", resync.total},
+          {"repaired", resync.repaired}}}}},
+      {"filesystem",
+       {{"uuid", format_uuid(fsb.uuid)},
+        {"label", fsb.label},
+        {"block_size", kBlockSize},
+        {"blocks", usage.blocks},
+        {"blocks_free", usage.blocks_free},
+        {"inodes", usage.files},
+        {"inodes_free", usage.files_free}}}};
 }
 
 nlohmann::json stats_json(Array& array, Filesystem& fs) {

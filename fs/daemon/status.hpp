@@ -3,12 +3,18 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include "fs/core/filesystem.hpp"
+#include "fs/daemon/array_control.hpp"
 #include "raid/array.hpp"
 
 namespace stripefs::fs {
 
-// The array (level, members and their state, resync) and the filesystem (usage).
-nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& mountpoint);
+// What `status` answers: the array's state ("clean", "degraded", "rebuilding", "resyncing",
+// "failed"), members[] (role, path, state, error and I/O counts; spares and removed members
+// with role null), the running task (kind, role, done, total, rate, eta_seconds: member bytes
+// and seconds) or null, the action line (what to do next, as zpool status says), and the
+// details under "array" and "filesystem". `control` (may be null) adds the spares.
+nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& mountpoint,
+                           const ArrayControl* control = nullptr);
 // I/O statistics: the volume's full/partial stripe counts, the buffer cache, the journal.
 nlohmann::json stats_json(Array& array, Filesystem& fs);
 // The control socket's path for a filesystem.

@@ -5,9 +5,6 @@
 // kSizeTolerance, a bad chunk size, a journal device too small, a volume too small for the
 // filesystem. Each refusal is one line naming what is wrong. With -f, signatures are wiped
 // only after all of them passed.
-#include <blkid/blkid.h>
-#include <fcntl.h>
-#include <unistd.h>
 #include <charconv>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +14,7 @@
 #include <vector>
 
 #include "fs/core/make_fs.hpp"
+#include "fs/daemon/device_check.hpp"
 #include "journal/array_bitmap.hpp"
 #include "journal/array_journal.hpp"
 #include "journal/journal.hpp"
@@ -36,57 +34,6 @@ constexpr double kSizeTolerance = 0.01;  // members may differ by 1% of the larg
 int refuse(const std::string& message) {
   std::fprintf(stderr, "mkfs.stripefs: %s\n", message.c_str());
   return 1;
-}
-
-// The signature libblkid finds on `path` ("ext4", "gpt", ...), or "".
-Result<std::string> signature_of(const std::string& path) {
-  if (access(path.c_str(), R_OK | W_OK) != 0) return fail(errno, "{}: {}", path, strerror(errno));
-  blkid_probe probe = blkid_new_probe_from_filename(path.c_str());
-  if (probe == nullptr) return fail(EIO, "{}: libblkid cannot probe it", path);
-  blkid_probe_enable_superblocks(probe, 1);
-  blkid_probe_set_superblocks_flags(probe, BLKID_SUBLKS_TYPE);
-  blkid_probe_enable_partitions(probe, 1);
-  std::string found;
-  const int rc = blkid_do_safeprobe(probe);
-  const char* value = nullptr;
-  if (rc == 0) {
-    if (blkid_probe_lookup_value(probe, "TYPE", &value, nullptr) == 0 ||
-        blkid_probe_lookup_value(probe, "PTTYPE", &value, nullptr) == 0) {
-      found = value;
-    } else {
-      found = "unknown";
-    }
-  } else if (rc == -2) {
-    found = "ambiguous signatures";
-  }
-  blkid_free_probe(probe);
-  return found;
-}
-
-// Erases every signature libblkid knows of on `path` (-f only, after all checks passed).
-Result<void> wipe_signatures(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return fail(errno, "{}: {}", path, strerror(errno));
-  blkid_probe probe = blkid_new_probe();
-  Result<void> result;
-  if (probe == nullptr || blkid_probe_set_device(probe, fd, 0, 0) != 0) {
-    result = fail(EIO, "{}: cannot probe", path);
-  } else {
-    blkid_probe_enable_superblocks(probe, 1);
-    blkid_probe_set_superblocks_flags(probe, BLKID_SUBLKS_MAGIC);
-    blkid_probe_enable_partitions(probe, 1);
-    blkid_probe_set_partitions_flags(probe, BLKID_PARTS_MAGIC);
-    while (blkid_do_probe(probe) == 0) {
-      if (blkid_do_wipe(probe, 0) != 0) {
-        result = fail(EIO, "{}: cannot wipe a signature", path);
-        break;
-      }
-    }
-  }
-  if (probe != nullptr) blkid_free_probe(probe);
-  fsync(fd);
-  close(fd);
-  return result;
 }
 
 }  // namespace
@@ -207,7 +154,7 @@ int main(int argc, char** argv) {
   if (!journal_device.empty()) all.push_back(journal_device);
   if (!force) {
     for (const std::string& p : all) {
-      auto signature = signature_of(p);
+      auto signature = fs::signature_of(p);
       if (!signature) return refuse(signature.error().message);
       if (!signature->empty()) {
         return refuse(fmt::format("{} holds {} (use -f to overwrite it)", p, *signature));
@@ -266,7 +213,7 @@ int main(int argc, char** argv) {
                         std::span<Member* const> members, Superblock& sb) -> Result<void> {
     if (force) {
       for (const std::string& p : all) {
-        if (auto r = wipe_signatures(p); !r) return r;
+        if (auto r = fs::wipe_signatures(p); !r) return r;
       }
     }
     return previous ? previous(members, sb) : Result<void>{};

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fs/core/fs_log.hpp"
+#include "fs/daemon/array_control.hpp"
 #include "fs/daemon/control.hpp"
 #include "fs/daemon/fuse_ops.hpp"
 #include "fs/daemon/mount_options.hpp"
@@ -174,15 +175,24 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
       realpath(mountpoint.c_str(), resolved) != nullptr ? resolved : mountpoint;
   Array& array_ref = **array;
   fs::Filesystem& fs_ref = **filesystem;
+  array_ref.set_rebuild_speed(config.speed_limit_min, config.speed_limit_max);
+  auto array_control = std::make_unique<fs::ArrayControl>(array_ref, **devices, absolute_mountpoint,
+                                                          config.event_program);
+  fs::ArrayControl& array_control_ref = *array_control;
   auto control = fs::ControlServer::start(
       fs::control_socket_path(fs_ref.superblock().uuid),
       [&](const nlohmann::json& request) -> nlohmann::json {
         const std::string command = request["command"];
-        if (command == "status") return fs::status_json(array_ref, fs_ref, absolute_mountpoint);
+        if (command == "status") {
+          return fs::status_json(array_ref, fs_ref, absolute_mountpoint, &array_control_ref);
+        }
         if (command == "stats") return fs::stats_json(array_ref, fs_ref);
-        return {{"error", "unknown command '" + command + "' (status, stats)"}};
+        if (auto reply = array_control_ref.handle(request)) return *reply;
+        return {{"error", "unknown command '" + command +
+                              "' (status, stats, fail, remove, add, rebuild, speed, log-level)"}};
       });
   if (!control) {
+    array_control.reset();
     (void)fs_ref.unmount();
     return launch.report(control.error().message), fail_line(control.error().message);
   }
@@ -233,6 +243,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   }
   session.reset();
   control->reset();
+  array_control.reset();  // no event handled, no spare used, from here on
   // Everything reaches the members, and the array is recorded clean.
   int status = loop_status >= 0 ? 0 : 1;
   if (auto r = (*filesystem)->unmount(); !r) {
@@ -273,7 +284,9 @@ int main(int argc, char** argv) {
     std::printf("stripefs %s (libfuse %s)\n", STRIPEFS_VERSION, fuse_pkgversion());
     return 0;
   }
-  spdlog::set_level(config.debug ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_level(!config.log_level.empty() ? spdlog::level::from_str(config.log_level)
+                    : config.debug            ? spdlog::level::debug
+                                              : spdlog::level::info);
   Launch launch;
   if (!config.foreground) {
     // Daemonize before any thread starts; the parent waits for the mount's outcome.

@@ -1,12 +1,21 @@
-// stripefsctl: asks a mounted stripefs daemon, over its control socket, how it is doing.
+// stripefsctl: asks a mounted stripefs daemon, over its control socket, how it is doing, and
+// tells it what to do on the day a disk dies.
 //
-//   stripefsctl [--json] [--socket PATH] status|stats [MOUNTPOINT]
+//   stripefsctl [--json] [--socket PATH] status [--wait] [MOUNTPOINT]
+//   stripefsctl [--json] [--socket PATH] stats [MOUNTPOINT]
+//   stripefsctl fail MOUNTPOINT MEMBER          stripefsctl remove MOUNTPOINT MEMBER
+//   stripefsctl add [--force] MOUNTPOINT DEVICE stripefsctl rebuild MOUNTPOINT
+//   stripefsctl speed MOUNTPOINT [--min SIZE] [--max SIZE]
+//   stripefsctl log-level MOUNTPOINT LEVEL
 //
 // Without --socket it finds the daemon by MOUNTPOINT among the sockets in /run/stripefs/
-// (with one daemon running, MOUNTPOINT may be left out).
+// (with one daemon running, status and stats may leave MOUNTPOINT out).
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <climits>
@@ -30,18 +39,19 @@ int refuse(const std::string& message) {
 }
 
 // Sends one request and reads one reply line; empty on failure (with `error` set).
-std::optional<json> ask(const std::string& socket_path, const std::string& command,
-                        std::string& error) {
+std::optional<json> ask(const std::string& socket_path, const json& message, std::string& error) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, socket_path.c_str(), sizeof(address.sun_path) - 1);
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    error = socket_path + ": " + std::strerror(errno);
+    error = errno == EACCES || errno == EPERM
+                ? "permission denied: only root may control stripefs (" + socket_path + ")"
+                : socket_path + ": " + std::strerror(errno);
     if (fd >= 0) close(fd);
     return std::nullopt;
   }
-  const std::string request = json{{"command", command}}.dump() + "\n";
+  const std::string request = message.dump() + "\n";
   std::string reply;
   if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
     error = socket_path + ": " + std::strerror(errno);
@@ -65,6 +75,40 @@ std::optional<json> ask(const std::string& socket_path, const std::string& comma
   }
 }
 
+std::string duration(uint64_t seconds) {
+  char text[32];
+  if (seconds >= 3600) {
+    std::snprintf(text, sizeof(text), "%llu:%02llu:%02llu",
+                  static_cast<unsigned long long>(seconds / 3600),
+                  static_cast<unsigned long long>(seconds / 60 % 60),
+                  static_cast<unsigned long long>(seconds % 60));
+  } else {
+    std::snprintf(text, sizeof(text), "%llu:%02llu", static_cast<unsigned long long>(seconds / 60),
+                  static_cast<unsigned long long>(seconds % 60));
+  }
+  return text;
+}
+
+// "rebuild of role 1: 45.2% (1.2G of 2.5G), 210M/s, 0:12 left", or "" without a task.
+std::string task_line(const json& task) {
+  if (task.is_null()) return "";
+  const uint64_t done = task["done"].get<uint64_t>(), total = task["total"].get<uint64_t>();
+  std::string line = task["kind"].get<std::string>();
+  if (!task["role"].is_null()) line += " of role " + std::to_string(task["role"].get<unsigned>());
+  char figures[160];
+  std::snprintf(figures, sizeof(figures), ": %.1f%% (%s of %s)",
+                total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0,
+                stripefs::format_size(done).c_str(), stripefs::format_size(total).c_str());
+  line += figures;
+  if (task["rate"].is_number()) {
+    line += ", " + stripefs::format_size(task["rate"].get<uint64_t>()) + "/s";
+  }
+  if (task["eta_seconds"].is_number()) {
+    line += ", " + duration(task["eta_seconds"].get<uint64_t>()) + " left";
+  }
+  return line;
+}
+
 void print_status(const json& s) {
   const json& a = s["array"];
   const json& f = s["filesystem"];
@@ -73,16 +117,27 @@ void print_status(const json& s) {
               f["label"].get<std::string>().empty()
                   ? ""
                   : (" (" + f["label"].get<std::string>() + ")").c_str());
-  std::printf("  array %s: %s, chunk %s, %s%s\n", a["uuid"].get<std::string>().c_str(),
+  std::printf("  array %s: %s, chunk %s, %s\n", a["uuid"].get<std::string>().c_str(),
               a["level"].get<std::string>().c_str(),
               stripefs::format_size(a["chunk_size"].get<uint64_t>()).c_str(),
-              stripefs::format_size(a["size"].get<uint64_t>()).c_str(),
-              a["failed"].get<bool>()     ? ", FAILED"
-              : a["degraded"].get<bool>() ? ", degraded"
-                                          : "");
-  for (const json& m : a["members"]) {
-    std::printf("    %u  %-8s %s\n", m["role"].get<unsigned>(),
-                m["state"].get<std::string>().c_str(), m["device"].get<std::string>().c_str());
+              stripefs::format_size(a["size"].get<uint64_t>()).c_str());
+  std::printf("  state: %s\n", s.value("state", std::string("unknown")).c_str());
+  std::printf("    %-5s %-10s %8s %8s %6s  %s\n", "ROLE", "STATE", "READ", "WRITTEN", "ERRORS",
+              "DEVICE");
+  for (const json& m : s["members"]) {
+    const std::string role = m["role"].is_null() ? "-" : std::to_string(m["role"].get<unsigned>());
+    std::printf(
+        "    %-5s %-10s %8s %8s %6s  %s\n", role.c_str(), m["state"].get<std::string>().c_str(),
+        m.contains("read_bytes") ? stripefs::format_size(m["read_bytes"].get<uint64_t>()).c_str()
+                                 : "-",
+        m.contains("written_bytes")
+            ? stripefs::format_size(m["written_bytes"].get<uint64_t>()).c_str()
+            : "-",
+        m.contains("errors") ? std::to_string(m["errors"].get<uint64_t>()).c_str() : "-",
+        m["path"].get<std::string>().c_str());
+  }
+  if (const std::string task = task_line(s["task"]); !task.empty()) {
+    std::printf("  task: %s\n", task.c_str());
   }
   const std::string level = a["level"].get<std::string>();
   if (level == "raid5" || level == "raid6") {
@@ -95,11 +150,6 @@ void print_status(const json& s) {
                 : journal == "members" ? "closed (journal mirrored on the first members)"
                                        : "closed (journal device)");
   }
-  const json& r = a["resync"];
-  if (!r["finished"].get<bool>()) {
-    std::printf("  resync: %llu of %llu stripes\n", r["done"].get<unsigned long long>(),
-                r["total"].get<unsigned long long>());
-  }
   const uint64_t bs = f["block_size"].get<uint64_t>();
   const uint64_t blocks = f["blocks"].get<uint64_t>(), free = f["blocks_free"].get<uint64_t>();
   std::printf("  space: %s used of %s (%s free); inodes: %llu used of %llu\n",
@@ -108,6 +158,9 @@ void print_status(const json& s) {
               static_cast<unsigned long long>(f["inodes"].get<uint64_t>() -
                                               f["inodes_free"].get<uint64_t>()),
               f["inodes"].get<unsigned long long>());
+  if (const std::string action = s.value("action", std::string()); !action.empty()) {
+    std::printf("  action: %s\n", action.c_str());
+  }
 }
 
 void print_stats(const json& s) {
@@ -119,18 +172,155 @@ void print_stats(const json& s) {
   }
 }
 
+// Follows the running task until it ends: a progress bar on a terminal, a line every few
+// seconds otherwise. Exits 0 when the array is clean or degraded without a failed task, 1
+// when the task failed or the array failed.
+int wait_for_task(const std::string& socket_path, bool as_json) {
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  auto last_line = std::chrono::steady_clock::time_point{};
+  for (;;) {
+    std::string error;
+    auto s = ask(socket_path, json{{"command", "status"}}, error);
+    if (!s) return refuse(error);
+    if (s->contains("error")) return refuse((*s)["error"].get<std::string>());
+    const json& task = (*s)["task"];
+    if (task.is_null()) {
+      if (tty) std::printf("\r\033[K");
+      const std::string state = s->value("state", std::string("unknown"));
+      const json& failure = (*s)["rebuild_error"];
+      if (as_json) {
+        std::printf("%s\n", s->dump(2).c_str());
+      } else {
+        std::printf("%s: %s%s\n", (*s)["mountpoint"].get<std::string>().c_str(), state.c_str(),
+                    failure.is_string()
+                        ? (" (rebuild failed: " + failure.get<std::string>() + ")").c_str()
+                        : "");
+      }
+      return state == "failed" || failure.is_string() ? 1 : 0;
+    }
+    const uint64_t done = task["done"].get<uint64_t>(), total = task["total"].get<uint64_t>();
+    const auto now = std::chrono::steady_clock::now();
+    if (tty) {
+      constexpr int kWidth = 30;
+      const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : 0;
+      std::printf("\r\033[K[%s%s] %s", std::string(filled, '#').c_str(),
+                  std::string(kWidth - filled, '.').c_str(), task_line(task).c_str());
+      std::fflush(stdout);
+    } else if (now - last_line >= std::chrono::seconds(5) && !as_json) {
+      std::printf("%s\n", task_line(task).c_str());
+      std::fflush(stdout);
+      last_line = now;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+// Finds the daemon that serves `mountpoint` (or the only one); "" and `error` set if none.
+std::string find_socket(const std::string& mountpoint, std::string& error) {
+  std::string wanted;
+  if (!mountpoint.empty()) {
+    char resolved[PATH_MAX];
+    if (realpath(mountpoint.c_str(), resolved) == nullptr) {
+      error = mountpoint + ": " + std::strerror(errno);
+      return "";
+    }
+    wanted = resolved;
+  }
+  std::vector<std::pair<std::string, std::string>> daemons;  // socket, mountpoint
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(stripefs::fs::kControlDirectory, ec)) {
+    if (entry.path().extension() != ".sock") continue;
+    std::string ignored;
+    auto status = ask(entry.path(), json{{"command", "status"}}, ignored);
+    if (status && status->contains("mountpoint")) {
+      daemons.emplace_back(entry.path(), (*status)["mountpoint"].get<std::string>());
+    }
+  }
+  if (ec == std::errc::permission_denied) {
+    error = "permission denied: only root may control stripefs";
+    return "";
+  }
+  for (const auto& [sock, mnt] : daemons) {
+    if (wanted.empty() ? daemons.size() == 1 : mnt == wanted) return sock;
+  }
+  if (daemons.empty()) {
+    error = "no stripefs daemon is running";
+  } else if (wanted.empty()) {
+    error = "several stripefs filesystems are mounted: name one";
+  } else {
+    error = mountpoint + ": no stripefs daemon serves it";
+  }
+  return "";
+}
+
+// What a command the daemon carried out did, in a line.
+void print_done(const std::string& command, const json& reply, const std::string& mountpoint) {
+  if (command == "fail") {
+    std::printf("role %u failed; the array runs degraded (stripefsctl status %s)\n",
+                reply["role"].get<unsigned>(), mountpoint.c_str());
+  } else if (command == "remove") {
+    std::printf("%s removed\n", reply.contains("spare")
+                                    ? ("spare " + reply["spare"].get<std::string>()).c_str()
+                                    : reply["device"].get<std::string>().c_str());
+  } else if (command == "add") {
+    if (reply.contains("rebuilding")) {
+      std::printf("%s added: rebuilding role %u onto it (stripefsctl status --wait %s)\n",
+                  reply["device"].get<std::string>().c_str(), reply["rebuilding"].get<unsigned>(),
+                  mountpoint.c_str());
+    } else {
+      std::printf("%s added as a spare\n", reply["device"].get<std::string>().c_str());
+    }
+  } else if (command == "rebuild") {
+    std::printf("%s\n", reply.value("running", false) && reply["roles"].empty()
+                            ? "a rebuild is running already"
+                            : ("rebuilding role(s) " + reply["roles"].dump()).c_str());
+  } else if (command == "speed") {
+    const uint64_t max = reply["max"].get<uint64_t>();
+    std::printf("rebuild speed: %s/s with other I/O, %s idle\n",
+                stripefs::format_size(reply["min"].get<uint64_t>()).c_str(),
+                max == 0 ? "no limit" : (stripefs::format_size(max) + "/s").c_str());
+  } else if (command == "log-level") {
+    std::printf("log level: %s\n", reply["level"].get<std::string>().c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Query a mounted stripefs", "stripefsctl"};
-  bool as_json = false;
-  std::string socket_path, command, mountpoint;
+  CLI::App app{"Query and manage a mounted stripefs", "stripefsctl"};
+  app.require_subcommand(1);
+  bool as_json = false, wait = false, force = false;
+  std::string socket_path, mountpoint, member, device, level, min_text, max_text;
   app.add_flag("--json", as_json, "print the daemon's JSON answer");
   app.add_option("--socket", socket_path, "the daemon's control socket");
-  app.add_option("command", command, "status or stats")
-      ->required()
-      ->check(CLI::IsMember({"status", "stats"}));
-  app.add_option("mountpoint", mountpoint, "the filesystem's mountpoint");
+  auto* status = app.add_subcommand("status", "the array's state, members, task and usage");
+  status->add_flag("--wait", wait, "follow the running task until it ends (exit 1 if it fails)");
+  status->add_option("mountpoint", mountpoint, "the filesystem's mountpoint");
+  auto* stats = app.add_subcommand("stats", "I/O statistics");
+  stats->add_option("mountpoint", mountpoint, "the filesystem's mountpoint");
+  auto* fail = app.add_subcommand("fail", "take a member out of service (md's --fail)");
+  auto* remove = app.add_subcommand("remove", "forget a spare or a failed member");
+  for (auto* sub : {fail, remove}) {
+    sub->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+    sub->add_option("member", member, "the member's device path or role number")->required();
+  }
+  auto* add = app.add_subcommand("add",
+                                 "add a device: rebuilt onto at once if a role is out "
+                                 "of service, else kept as a spare");
+  add->add_flag("--force", force, "take a device that holds another filesystem or array");
+  add->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+  add->add_option("device", device, "the new device")->required();
+  auto* rebuild = app.add_subcommand("rebuild", "start a rebuild onto a spare, or resume one");
+  rebuild->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+  auto* speed = app.add_subcommand("speed", "the rebuild's rate limits (per second)");
+  speed->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+  speed->add_option("--min", min_text, "while the array has other I/O (md's speed_limit_min)");
+  speed->add_option("--max", max_text, "while it has none; 0: no limit (speed_limit_max)");
+  auto* log_level = app.add_subcommand("log-level", "the daemon's log level");
+  log_level->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+  log_level->add_option("level", level, "trace, debug, info, warn, error, critical or off")
+      ->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -138,46 +328,40 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stripefsctl: %s (see --help)\n", e.what());
     return 2;
   }
+  const std::string command = app.get_subcommands().front()->get_name();
+  json request = {{"command", command}};
+  if (command == "fail" || command == "remove") request["member"] = member;
+  if (command == "add") {
+    char resolved[PATH_MAX];
+    request["device"] = realpath(device.c_str(), resolved) != nullptr ? resolved : device;
+    request["force"] = force;
+  }
+  if (command == "speed") {
+    if (!min_text.empty()) request["min"] = min_text;
+    if (!max_text.empty()) request["max"] = max_text;
+  }
+  if (command == "log-level") request["level"] = level;
+
   std::string error;
   if (socket_path.empty()) {
-    // Find the daemon that serves `mountpoint` (or the only one).
-    std::string wanted;
-    if (!mountpoint.empty()) {
-      char resolved[PATH_MAX];
-      if (realpath(mountpoint.c_str(), resolved) == nullptr) {
-        return refuse(mountpoint + ": " + std::strerror(errno));
-      }
-      wanted = resolved;
+    if (access(stripefs::fs::kControlDirectory, X_OK) != 0 && (errno == EACCES || errno == EPERM)) {
+      return refuse("permission denied: only root may control stripefs");
     }
-    std::vector<std::pair<std::string, std::string>> daemons;  // socket, mountpoint
-    std::error_code ec;
-    for (const auto& entry :
-         std::filesystem::directory_iterator(stripefs::fs::kControlDirectory, ec)) {
-      if (entry.path().extension() != ".sock") continue;
-      std::string ignored;
-      auto status = ask(entry.path(), "status", ignored);
-      if (status && status->contains("mountpoint")) {
-        daemons.emplace_back(entry.path(), (*status)["mountpoint"].get<std::string>());
-      }
-    }
-    for (const auto& [sock, mnt] : daemons) {
-      if (wanted.empty() ? daemons.size() == 1 : mnt == wanted) socket_path = sock;
-    }
-    if (socket_path.empty()) {
-      if (daemons.empty()) return refuse("no stripefs daemon is running");
-      if (wanted.empty()) return refuse("several stripefs filesystems are mounted: name one");
-      return refuse(mountpoint + ": no stripefs daemon serves it");
-    }
+    socket_path = find_socket(mountpoint, error);
+    if (socket_path.empty()) return refuse(error);
   }
-  auto reply = ask(socket_path, command, error);
+  if (command == "status" && wait) return wait_for_task(socket_path, as_json);
+  auto reply = ask(socket_path, request, error);
   if (!reply) return refuse(error);
   if (reply->contains("error")) return refuse((*reply)["error"].get<std::string>());
   if (as_json) {
     std::printf("%s\n", reply->dump(2).c_str());
   } else if (command == "status") {
     print_status(*reply);
-  } else {
+  } else if (command == "stats") {
     print_stats(*reply);
+  } else {
+    print_done(command, *reply, mountpoint);
   }
   return 0;
 }

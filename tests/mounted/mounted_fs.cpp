@@ -278,21 +278,35 @@ Status MountedFs::prepare_state() {
   if (mkdir(root_.c_str(), 0755) != 0) {
     return std::unexpected("mkdir " + root_.string() + ": " + errno_text(errno));
   }
-  for (unsigned i = 0; i < kMembers; ++i) {
-    const fs::path member = state_dir_ / ("member" + std::to_string(i) + ".img");
-    const int fd = open(member.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return std::unexpected("create " + member.string() + ": " + errno_text(errno));
-    const bool sized = ftruncate(fd, static_cast<off_t>(member_size_)) == 0;
-    const int err = errno;
-    close(fd);
-    if (!sized) return std::unexpected("ftruncate " + member.string() + ": " + errno_text(err));
+  for (unsigned i = 0; i < member_count_; ++i) {
+    std::string error;
+    const fs::path member = new_device("member" + std::to_string(i) + ".img", error);
+    if (member.empty()) return std::unexpected(error);
     members_.push_back(member);
   }
   return {};
 }
 
+fs::path MountedFs::new_device(const std::string& name, std::string& error) {
+  const fs::path device = state_dir_ / name;
+  const int fd = open(device.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = "create " + device.string() + ": " + errno_text(errno);
+    return {};
+  }
+  const bool sized = ftruncate(fd, static_cast<off_t>(member_size_)) == 0;
+  const int err = errno;
+  close(fd);
+  if (!sized) {
+    error = "ftruncate " + device.string() + ": " + errno_text(err);
+    return {};
+  }
+  return device;
+}
+
 Status MountedFs::format() {
-  std::vector<std::string> args = {mkfs_path_, "-q", "-l", "5", "-n", std::to_string(kMembers)};
+  std::vector<std::string> args = {mkfs_path_, "-q", "-l",
+                                   level_,     "-n", std::to_string(member_count_)};
   for (const auto& member : members_) args.push_back(member.string());
   if (auto done = run(args, log_path_, kMkfsTimeout); !done)
     return std::unexpected(with_log(done.error()));

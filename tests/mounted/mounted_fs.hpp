@@ -46,8 +46,19 @@ class MountedFs {
 
   // Both only take effect before the first mount().
   void set_member_size(uint64_t bytes) { member_size_ = bytes; }
+  // The RAID level ("5", "1", ...) and member count mkfs gets (default 5 and kMembers).
+  void set_level(std::string level, unsigned members) {
+    level_ = std::move(level);
+    member_count_ = members;
+  }
   // The daemon's -o value, e.g. "default_permissions,allow_other". Empty: no -o at all.
   void set_mount_options(std::string options) { mount_options_ = std::move(options); }
+  // A new sparse file of the members' size in the state directory (a spare, a replacement),
+  // removed with it. Empty path, and a non-fatal message in `error`, on failure.
+  std::filesystem::path new_device(const std::string& name, std::string& error);
+  // The devices the next mount names, in place of members() (after a member was replaced).
+  void set_members(std::vector<std::filesystem::path> members) { members_ = std::move(members); }
+  pid_t daemon_pid() const { return daemon_; }
 
   // The first call creates the state directory, the members and the filesystem; later calls
   // mount the same members again. Returns once the mount is visible in /proc/self/mountinfo.
@@ -91,6 +102,8 @@ class MountedFs {
   std::vector<std::filesystem::path> members_;
   uint64_t member_size_ = kDefaultMemberSize;
   std::string mount_options_;
+  std::string level_ = "5";
+  unsigned member_count_ = kMembers;
   std::string mkfs_path_;
   std::string mount_path_;
   pid_t daemon_ = -1;

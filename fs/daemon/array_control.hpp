@@ -1,0 +1,96 @@
+// The control plane's array commands, on a mounted filesystem's daemon: what an mdadm user
+// does on the day a disk dies, through the control socket (control.hpp).
+//
+//   {"command": "fail",   "member": M}        take a member out of service (md's --fail)
+//   {"command": "remove", "member": M}        forget a spare, or a failed member
+//   {"command": "add",    "device": PATH, "force": bool}
+//                                             rebuild onto it if a role is out of service,
+//                                             else keep it as a spare
+//   {"command": "rebuild"}                    start (onto a spare) or resume a rebuild
+//   {"command": "speed",  "min": SIZE, "max": SIZE}
+//                                             the rebuild's rate limits (per second)
+//   {"command": "log-level", "level": NAME}   trace, debug, info, warn, error, critical, off
+//
+// M is a member's device path or its role number. Each answers {"ok": true, ...} or
+// {"error": "..."}; a refused request changes nothing, on disk or in the daemon.
+//
+// Events (a member failed, the array degraded or failed, a rebuild started, finished or
+// failed, a spare used) go to the log and, when an event program is set, to that program:
+// run as PROGRAM EVENT MOUNTPOINT DEVICE ROLE DETAIL, one at a time, on a thread of the
+// daemon's own. A member failing while a spare is kept starts a rebuild onto the spare.
+//
+// Spares are the daemon's for this mount: they are not recorded on disk until a rebuild
+// gives them a role.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "raid/array.hpp"
+#include "raid/member_devices.hpp"
+#include "raid/result.hpp"
+
+namespace stripefs::fs {
+
+class ArrayControl {
+ public:
+  // `array` and `devices` must outlive it; so must the array's use of what it adopts.
+  ArrayControl(Array& array, Devices& devices, std::string mountpoint, std::string event_program);
+  ~ArrayControl();  // stops hearing events; a running event program is waited for
+
+  // Answers one of the commands above; nullopt for a command it does not know.
+  std::optional<nlohmann::json> handle(const nlohmann::json& request);
+
+  // The devices no role holds, for status: spares, failed members replaced since (faulty,
+  // with their I/O figures) and removed ones: {"path", "state": "spare"|"faulty"|"removed"}.
+  nlohmann::json extra_members_json() const;
+
+ private:
+  struct Event {
+    std::string kind;
+    std::string device;
+    std::optional<unsigned> role;
+    std::string detail;
+  };
+
+  Result<unsigned> role_of(const nlohmann::json& member) const;
+  Result<nlohmann::json> fail_member(const nlohmann::json& request);
+  Result<nlohmann::json> remove_member(const nlohmann::json& request);
+  Result<nlohmann::json> add_device(const nlohmann::json& request);
+  Result<nlohmann::json> start_rebuild();
+  Result<nlohmann::json> speed(const nlohmann::json& request);
+  Result<nlohmann::json> log_level(const nlohmann::json& request);
+
+  // Every device the daemon opened for the array: the mount's and those added since.
+  std::vector<Member*> owned_devices() const;
+  // A role out of service and not being rebuilt, that the array can rebuild now.
+  std::optional<unsigned> role_to_rebuild() const;
+  // Rebuilds `role` onto the first spare; false (and the spare kept) when refused.
+  Result<void> use_spare(unsigned role);
+
+  void on_array_event(const ArrayEvent& event);
+  void post(Event event);
+  void event_loop();
+  void run_program(const Event& event);
+
+  Array& array_;
+  Devices& devices_;
+  const std::string mountpoint_;
+  const std::string program_;
+
+  mutable std::mutex mutex_;  // guards spares_ and removed_; taken before the array's locks
+  std::vector<OpenedDevice> spares_;
+  std::vector<Member*> removed_;  // devices the daemon keeps open but never uses again
+
+  std::mutex events_mutex_;  // guards events_ and stopping_ (a leaf)
+  std::condition_variable events_cv_;
+  std::deque<Event> events_;
+  bool stopping_ = false;
+  std::thread event_thread_;
+};
+
+}  // namespace stripefs::fs

@@ -1,0 +1,358 @@
+// The day a disk dies, on a mounted filesystem: a member fails (stripefsctl fail) while a
+// writer runs, a new device is added and rebuilt onto, and afterwards every file reads back
+// right, parity checks clean, and the array survives losing another member. Also: a spare
+// taking over by itself (and the event program hearing of it), a rebuild resumed after a
+// kill -9 of the daemon, RAID6 rebuilding two members, and requests that are refused.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "mounted/array_check.hpp"
+#include "mounted/mounted_fixture.hpp"
+
+namespace stripefs::test {
+namespace {
+
+constexpr uint64_t kMemberSize = 96 * kMiB;
+constexpr size_t kFileSize = 192 * kKiB;
+constexpr uint64_t kFiles = 64;  // 12 MiB, rewritten over and over
+
+struct Level {
+  const char* level;
+  unsigned members;
+};
+
+// stripefsctl with `args`; its exit status and what it printed (stdout and stderr).
+struct Ctl {
+  int status = -1;
+  std::string out;
+};
+Ctl stripefsctl(const std::string& args) {
+  std::string program = STRIPEFSCTL_PATH;
+  if (const char* env = std::getenv("STRIPEFSCTL_PATH")) program = env;
+  Ctl result;
+  FILE* pipe = popen((program + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
+  const int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class Operations : public ::testing::Test {
+ protected:
+  void start(Level level, const std::string& options = "") {
+    fs_.set_level(level.level, level.members);
+    fs_.set_member_size(kMemberSize);
+    fs_.set_mount_options(options);
+    const Status mounted = fs_.mount();
+    ASSERT_TRUE(mounted) << mounted.error();
+  }
+  void TearDown() override {
+    if (fs_.mounted()) {
+      const Status done = fs_.unmount();
+      EXPECT_TRUE(done) << done.error();
+    }
+    if (HasFailure()) std::cerr << "daemon log:\n" << fs_.log_tail() << "\n";
+  }
+  std::string mnt() const { return "'" + fs_.root().string() + "'"; }
+  Ctl ctl(const std::string& command, const std::string& args = "") {
+    return stripefsctl(command + " " + mnt() + (args.empty() ? "" : " " + args));
+  }
+  nlohmann::json status() {
+    auto s = daemon_query(fs_.root().string(), "status");
+    EXPECT_TRUE(s) << s.error();
+    return s ? *s : nlohmann::json::object();
+  }
+  std::filesystem::path device(const std::string& name) {
+    std::string error;
+    auto d = fs_.new_device(name, error);
+    EXPECT_FALSE(d.empty()) << error;
+    return d;
+  }
+
+  // Writes files of random data, each fsynced, over and over (kFiles names, each rewritten
+  // with new data) until `stop_`; remembers what each file holds.
+  void writer() {
+    for (uint64_t i = 0; !stop_.load(); ++i) {
+      const std::string name = "w" + std::to_string(i % kFiles);
+      const Bytes data = random_bytes(kFileSize, i + 1);
+      Fd fd = open_file(path(name), O_WRONLY | O_CREAT | O_TRUNC);
+      if (!fd.valid() || !write_at(fd.get(), data, 0) || fsync(fd.get()) != 0) {
+        ADD_FAILURE() << "writing " << name << ": " << errno_name(errno);
+        return;
+      }
+      std::lock_guard lock(mutex_);
+      written_[i % kFiles] = i + 1;
+      ++writes_;
+    }
+  }
+  void start_writer() {
+    stop_ = false;
+    writer_ = std::thread([this] { writer(); });
+    while (files() < 8 && !HasFailure()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  void stop_writer() {
+    stop_ = true;
+    if (writer_.joinable()) writer_.join();
+  }
+  size_t files() {
+    std::lock_guard lock(mutex_);
+    return writes_;
+  }
+  std::string path(const std::string& rel) const { return fs_.path(rel); }
+  // Every file the writer finished reads back as written, from the members (the kernel's
+  // page cache dropped first).
+  void expect_files() {
+    sync();
+    std::ofstream("/proc/sys/vm/drop_caches") << "3\n";
+    std::lock_guard lock(mutex_);
+    for (const auto& [file, seed] : written_) {
+      const std::string name = "w" + std::to_string(file);
+      EXPECT_TRUE(same_bytes(read_file(path(name)), random_bytes(kFileSize, seed))) << name;
+    }
+  }
+  // Waits for the running task with `status --wait`, which must succeed.
+  void wait_task() {
+    const Ctl waited = ctl("status --wait");
+    ASSERT_EQ(waited.status, 0) << waited.out;
+  }
+  // Unmounted: parity (or the copies) must match on `members`.
+  void expect_consistent(const std::vector<std::filesystem::path>& members) {
+    auto bad = inconsistent_stripes(members);
+    ASSERT_TRUE(bad) << bad.error();
+    EXPECT_EQ(*bad, 0u);
+  }
+
+  MountedFs fs_;
+  std::atomic<bool> stop_{false};
+  std::thread writer_;
+  std::mutex mutex_;
+  std::map<uint64_t, uint64_t> written_;  // file number: the seed of its data
+  size_t writes_ = 0;
+};
+
+class RebuildAtLevel : public Operations, public testing::WithParamInterface<Level> {};
+
+// Member 0 fails mid-write, a new device is added and rebuilt onto while the writer goes on;
+// then the array is clean, parity matches, and it can lose member 1 without losing a file.
+TEST_P(RebuildAtLevel, AFailedMemberIsRebuiltOntoANewDeviceWhileWritesGoOn) {
+  ASSERT_NO_FATAL_FAILURE(start(GetParam(), "speed_limit_min=32M"));
+  ASSERT_NO_FATAL_FAILURE(start_writer());
+  const Ctl failed = ctl("fail", "0");
+  ASSERT_EQ(failed.status, 0) << failed.out;
+  nlohmann::json s = status();
+  EXPECT_EQ(s["state"], "degraded");
+  EXPECT_EQ(s["members"][0]["state"], "faulty");
+  EXPECT_NE(s["action"].get<std::string>().find("stripefsctl add"), std::string::npos);
+  const size_t before = files();
+  const auto spare = device("new0.img");
+  const Ctl added = ctl("add", "'" + spare.string() + "'");
+  ASSERT_EQ(added.status, 0) << added.out;
+  EXPECT_NE(added.out.find("rebuilding role 0"), std::string::npos) << added.out;
+  ASSERT_NO_FATAL_FAILURE(wait_task());
+  stop_writer();
+  EXPECT_GT(files(), before) << "the writer went on during the rebuild";
+  s = status();
+  EXPECT_EQ(s["state"], "clean");
+  EXPECT_EQ(s["members"][0]["path"], spare.string());
+  EXPECT_EQ(s["members"][0]["state"], "active");
+  EXPECT_TRUE(s["task"].is_null());
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+
+  std::vector<std::filesystem::path> members = fs_.members();
+  members[0] = spare;
+  fs_.set_members(members);
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  ASSERT_NO_FATAL_FAILURE(expect_consistent(members));
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+  const Ctl second = ctl("fail", "1");
+  ASSERT_EQ(second.status, 0) << second.out;
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+}
+
+INSTANTIATE_TEST_SUITE_P(, RebuildAtLevel,
+                         testing::Values(Level{"1", 2}, Level{"10", 4}, Level{"5", 4},
+                                         Level{"6", 5}),
+                         [](const testing::TestParamInfo<Level>& info) {
+                           return std::string("raid") + info.param.level;
+                         });
+
+// A spare waits; when a member fails, the rebuild onto it starts by itself, and the event
+// program hears every step.
+TEST_F(Operations, ASpareTakesOverAndTheEventProgramHearsOfIt) {
+  const std::string script = "/var/tmp/stripefs-events-" + std::to_string(getpid());
+  const std::string log = script + ".log";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\necho \"$1 $3 $4\" >> " << log << "\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  std::filesystem::remove(log);
+  ASSERT_NO_FATAL_FAILURE(start({"5", 4}, "event_program=" + script));
+  const auto spare = device("spare.img");
+  const Ctl added = ctl("add", "'" + spare.string() + "'");
+  ASSERT_EQ(added.status, 0) << added.out;
+  EXPECT_NE(added.out.find("as a spare"), std::string::npos) << added.out;
+  nlohmann::json s = status();
+  EXPECT_EQ(s["state"], "clean");
+  EXPECT_EQ(s["members"].back()["state"], "spare");
+  ASSERT_NO_FATAL_FAILURE(start_writer());
+  ASSERT_EQ(ctl("fail", "'" + fs_.members()[2].string() + "'").status, 0);
+  // The rebuild starts from the event thread: wait until it has.
+  for (int i = 0; i < 500 && status()["members"][2]["path"] != spare.string(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_NO_FATAL_FAILURE(wait_task());
+  stop_writer();
+  s = status();
+  EXPECT_EQ(s["state"], "clean");
+  EXPECT_EQ(s["members"][2]["path"], spare.string());
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+  // The events are handled in order, one at a time: the last may still be on its way.
+  std::string events;
+  for (int i = 0; i < 500 && events.find("rebuild-finished") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream in(log);
+    events.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (const char* event :
+       {"member-failed", "array-degraded", "spare-used", "rebuild-started", "rebuild-finished"}) {
+    EXPECT_NE(events.find(event), std::string::npos) << event << " not in:\n" << events;
+  }
+  EXPECT_NE(events.find("member-failed " + fs_.members()[2].string() + " 2"), std::string::npos)
+      << events;
+  std::filesystem::remove(script);
+  std::filesystem::remove(log);
+}
+
+// kill -9 in the middle of a rebuild: the next mount resumes it from its checkpoint.
+TEST_F(Operations, ARebuildInterruptedByKill9ResumesFromItsCheckpoint) {
+  // Slow: a few MiB a second, so the rebuild is in its middle when the daemon dies.
+  ASSERT_NO_FATAL_FAILURE(start({"5", 4}, "speed_limit_min=4M,speed_limit_max=4M"));
+  ASSERT_NO_FATAL_FAILURE(start_writer());
+  stop_writer();
+  ASSERT_EQ(ctl("fail", "0").status, 0);
+  const auto spare = device("new0.img");
+  ASSERT_EQ(ctl("add", "'" + spare.string() + "'").status, 0);
+  // A checkpoint is recorded every 5 seconds.
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  const uint64_t reached = status()["task"]["done"].get<uint64_t>();
+  ASSERT_GT(reached, 0u);
+  const Status killed = fs_.kill9();
+  ASSERT_TRUE(killed) << killed.error();
+  std::vector<std::filesystem::path> members = fs_.members();
+  members[0] = spare;
+  fs_.set_members(members);
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+  nlohmann::json s = status();
+  EXPECT_EQ(s["state"], "rebuilding");
+  ASSERT_EQ(s["task"]["kind"], "rebuild");
+  EXPECT_GT(s["task"]["done"].get<uint64_t>(), 0u) << "resumed from the checkpoint";
+  EXPECT_LE(s["task"]["done"].get<uint64_t>(), reached);
+  ASSERT_EQ(ctl("speed", "--min 1G --max 0").status, 0);
+  ASSERT_NO_FATAL_FAILURE(wait_task());
+  EXPECT_EQ(status()["state"], "clean");
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  ASSERT_NO_FATAL_FAILURE(expect_consistent(members));
+}
+
+// RAID6 with two members failed rebuilds both, onto two new devices.
+TEST_F(Operations, Raid6RebuildsTwoFailedMembers) {
+  ASSERT_NO_FATAL_FAILURE(start({"6", 5}, "speed_limit_min=64M"));
+  ASSERT_NO_FATAL_FAILURE(start_writer());
+  ASSERT_EQ(ctl("fail", "1").status, 0);
+  ASSERT_EQ(ctl("fail", "3").status, 0);
+  EXPECT_NE(ctl("fail", "4").status, 0) << "a third would stop the array";
+  const auto a = device("new1.img"), b = device("new3.img");
+  ASSERT_EQ(ctl("add", "'" + a.string() + "'").status, 0);
+  ASSERT_EQ(ctl("add", "'" + b.string() + "'").status, 0);
+  ASSERT_NO_FATAL_FAILURE(wait_task());
+  stop_writer();
+  nlohmann::json s = status();
+  EXPECT_EQ(s["state"], "clean");
+  EXPECT_EQ(s["members"][1]["path"], a.string());
+  EXPECT_EQ(s["members"][3]["path"], b.string());
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+  std::vector<std::filesystem::path> members = fs_.members();
+  members[1] = a;
+  members[3] = b;
+  fs_.set_members(members);
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  ASSERT_NO_FATAL_FAILURE(expect_consistent(members));
+}
+
+// Bad requests get a one-line error and change nothing; only root is answered.
+TEST_F(Operations, RefusedRequestsChangeNothing) {
+  ASSERT_NO_FATAL_FAILURE(start({"5", 4}));
+  const nlohmann::json before = status();
+  struct Refusal {
+    std::string command, args, says;
+  };
+  const auto small = device("small.img");
+  ASSERT_EQ(truncate(small.c_str(), 8 * kMiB), 0);
+  const auto foreign = device("foreign.img");
+  const auto foreign2 = device("foreign2.img");
+  {
+    const std::string mkfs = std::string(STRIPEFS_MKFS_PATH) + " -q -l 1 -n 2 " + foreign.string() +
+                             " " + foreign2.string() + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(mkfs.c_str()), 0);
+  }
+  const Refusal refusals[] = {
+      {"fail", "7", "the array has 4 members"},
+      {"fail", "/nonexistent", "not a member"},
+      {"add", "'" + small.string() + "'", "too small"},
+      {"add", "'" + foreign.string() + "'", "another stripefs array"},
+      {"add", "'" + fs_.members()[1].string() + "'", "role 1 of this array already"},
+      {"add", "/nonexistent", "/nonexistent"},
+      {"remove", "2", "in service"},
+      {"rebuild", "", "nothing to rebuild"},
+      {"speed", "--min 1x", "min"},
+      {"speed", "--min 8M --max 4M", "above max"},
+      {"log-level", "loud", "log level 'loud'"},
+  };
+  for (const Refusal& r : refusals) {
+    const Ctl said = ctl(r.command, r.args);
+    EXPECT_EQ(said.status, 1) << r.command << " " << r.args << ": " << said.out;
+    EXPECT_NE(said.out.find(r.says), std::string::npos)
+        << r.command << " " << r.args << ": " << said.out;
+    EXPECT_EQ(std::count(said.out.begin(), said.out.end(), '\n'), 1) << said.out;
+  }
+  ASSERT_EQ(ctl("fail", "0").status, 0);
+  const Ctl beyond = ctl("fail", "1");
+  EXPECT_NE(beyond.out.find("cannot run without it"), std::string::npos) << beyond.out;
+  nlohmann::json after = status();
+  EXPECT_EQ(after["members"][1]["state"], "active");
+  EXPECT_EQ(after["members"].size(), before["members"].size()) << "no spare was kept";
+  // A user that is not root cannot reach the socket.
+  std::string program = STRIPEFSCTL_PATH;
+  FILE* pipe = popen(("setpriv --reuid=65534 --regid=65534 --clear-groups " + program + " status " +
+                      mnt() + " 2>&1")
+                         .c_str(),
+                     "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[1024];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("permission denied"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace stripefs::test
