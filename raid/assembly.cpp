@@ -33,8 +33,12 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   for (Member* m : members) {
     auto sb = read_superblock(*m);
     if (!sb) {
-      if (sb.error().code == ENODATA) return fail(sb.error());  // not a member of any array
-      // Damaged: the member cannot vouch for itself; leave it out and say so.
+      // No superblock at all: perhaps a device named by mistake, so refused, unless forced
+      // (a member whose superblock was wiped: the array starts without it, as any missing).
+      if (sb.error().code == ENODATA && !force) {
+        return fail(ENODATA, "{} (force starts the array without it)", sb.error().message);
+      }
+      // Damaged or unreadable: the member cannot vouch for itself; leave it out and say so.
       notes.push_back(fmt::format("{} (kept out)", sb.error().message));
       continue;
     }

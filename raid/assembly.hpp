@@ -38,7 +38,8 @@ struct Assembly {
 
 // Reads every member's superblock and decides which members form the array; the freshest
 // (highest events) speaks for it. Refuses, with a line naming the member and field, a
-// device that holds no stripefs superblock (ENODATA), members of different arrays or
+// device that holds no stripefs superblock (ENODATA; with `force` it is kept out and named
+// in `notes` instead, like a damaged one), members of different arrays or
 // geometries, a role the array does not have, two members claiming one role (EINVAL), and
 // two members that were each run without the other (split brain, EUCLEAN).
 // A member whose superblock is damaged is kept out and named in `notes`. Members one event

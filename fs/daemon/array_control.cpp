@@ -224,6 +224,42 @@ Result<void> ArrayControl::use_spare(unsigned role) {
   return array_.rebuild(role, device);
 }
 
+Result<void> ArrayControl::vet(Member& device, const std::string& path, bool force) const {
+  auto signature = signature_of(path);
+  if (!signature) return stripefs::fail(signature.error());
+  const Superblock ours = array_.superblock();
+  if (auto sb = read_superblock(device); sb && !force) {
+    if (sb->array_uuid == ours.array_uuid) {
+      return stripefs::fail(EEXIST,
+                            "{} was role {} of this array: it is re-added at the next mount, or "
+                            "rebuilt from scratch with --force",
+                            path, sb->role);
+    }
+    return stripefs::fail(EEXIST, "{} is a member of another stripefs array ({}); use --force",
+                          path, format_uuid(sb->array_uuid));
+  }
+  if (!signature->empty() && !force) {
+    return stripefs::fail(EEXIST, "{} holds {}; use --force to overwrite it", path, *signature);
+  }
+  const uint64_t needed = ours.data_offset + ours.data_size;
+  if (device.size() < needed) {
+    return stripefs::fail(ENOSPC, "{}: {} is too small (the array needs {} per member)", path,
+                          format_size(device.size()), format_size(needed));
+  }
+  if (force && !signature->empty()) {
+    if (auto w = wipe_signatures(path); !w) return stripefs::fail(w.error());
+  }
+  return {};
+}
+
+bool ArrayControl::holds_role(const Member* device) const {
+  const unsigned members = array_.volume().geometry().members();
+  for (unsigned role = 0; role < members; ++role) {
+    if (array_.member_device(role) == device) return true;
+  }
+  return false;
+}
+
 Result<json> ArrayControl::add_device(const json& request) {
   auto path = string_field(request, "device");
   if (!path) return stripefs::fail(path.error());
@@ -242,32 +278,23 @@ Result<json> ArrayControl::add_device(const json& request) {
       return stripefs::fail(EEXIST, "{} is a spare already", *path);
     }
   }
-  auto signature = signature_of(*path);
-  if (!signature) return stripefs::fail(signature.error());
+  // A device the daemon holds already but no role does (kept out at mount for a damaged
+  // superblock, or failed and replaced since): rebuilt onto in place, never a spare.
+  for (Member* m : owned_devices()) {
+    if (!same_device(m->name(), *path) || holds_role(m)) continue;
+    const auto role = role_to_rebuild();
+    if (!role) {
+      return stripefs::fail(EALREADY, "{}: no role is out of service to rebuild onto", *path);
+    }
+    if (auto v = vet(*m, *path, force); !v) return stripefs::fail(v.error());
+    if (auto r = array_.rebuild(*role, m); !r) return stripefs::fail(r.error());
+    std::erase(removed_, m);
+    fs_log().warn("control: {} added back", *path);
+    return json{{"device", *path}, {"rebuilding", *role}};
+  }
   auto opened = open_device(*path, *devices_.engine);
   if (!opened) return stripefs::fail(opened.error());
-  const Superblock ours = array_.superblock();
-  if (auto sb = read_superblock(*opened->member); sb && !force) {
-    if (sb->array_uuid == ours.array_uuid) {
-      return stripefs::fail(EEXIST,
-                            "{} was role {} of this array: it is re-added at the next mount, or "
-                            "rebuilt from scratch with --force",
-                            *path, sb->role);
-    }
-    return stripefs::fail(EEXIST, "{} is a member of another stripefs array ({}); use --force",
-                          *path, format_uuid(sb->array_uuid));
-  }
-  if (!signature->empty() && !force) {
-    return stripefs::fail(EEXIST, "{} holds {}; use --force to overwrite it", *path, *signature);
-  }
-  const uint64_t needed = ours.data_offset + ours.data_size;
-  if (opened->member->size() < needed) {
-    return stripefs::fail(ENOSPC, "{}: {} is too small (the array needs {} per member)", *path,
-                          format_size(opened->member->size()), format_size(needed));
-  }
-  if (force && !signature->empty()) {
-    if (auto w = wipe_signatures(*path); !w) return stripefs::fail(w.error());
-  }
+  if (auto v = vet(*opened->member, *path, force); !v) return stripefs::fail(v.error());
   spares_.push_back(std::move(*opened));
   fs_log().warn("control: {} added as a spare", *path);
   if (auto role = role_to_rebuild()) {
@@ -337,16 +364,11 @@ json ArrayControl::extra_members_json() const {
   for (const OpenedDevice& s : spares_) {
     out.push_back({{"path", s.member->name()}, {"state", "spare"}});
   }
-  // Devices no role holds any more (a failed member replaced by a rebuild), as md lists a
-  // faulty device until it is removed; and the removed ones.
-  const unsigned members = array_.volume().geometry().members();
+  // Devices no role holds (a failed member replaced by a rebuild, or one kept out at mount),
+  // as md lists a faulty device until it is removed; and the removed ones.
   for (Member* m : owned_devices()) {
-    bool holds_role = false;
-    for (unsigned role = 0; role < members && !holds_role; ++role) {
-      holds_role = array_.member_device(role) == m;
-    }
     const bool removed = std::find(removed_.begin(), removed_.end(), m) != removed_.end();
-    if (holds_role && !removed) continue;
+    if (holds_role(m) && !removed) continue;
     const MemberCounters c = m->counters();
     out.push_back({{"path", m->name()},
                    {"state", removed ? "removed" : "faulty"},

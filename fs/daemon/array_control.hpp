@@ -67,6 +67,10 @@ class ArrayControl {
 
   // Every device the daemon opened for the array: the mount's and those added since.
   std::vector<Member*> owned_devices() const;
+  bool holds_role(const Member* device) const;
+  // Whether `device` (at `path`) may be rebuilt onto: no other array or filesystem on it
+  // unless `force` (whose signatures are then wiped), and large enough. Under mutex_.
+  Result<void> vet(Member& device, const std::string& path, bool force) const;
   // A role out of service and not being rebuilt, that the array can rebuild now.
   std::optional<unsigned> role_to_rebuild() const;
   // Rebuilds `role` onto the first spare; false (and the spare kept) when refused.

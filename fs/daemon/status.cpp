@@ -124,6 +124,7 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
       {"members", all},
       {"task", task_json(array)},
       {"action", action},
+      {"notes", array.notes()},
       {"rebuild_error", rebuild.error && !rebuild.running ? json(rebuild.error->message) : json()},
       {"rebuild_speed",
        {{"min", array.rebuild_speed().first}, {"max", array.rebuild_speed().second}}},

@@ -158,6 +158,9 @@ void print_status(const json& s) {
               static_cast<unsigned long long>(f["inodes"].get<uint64_t>() -
                                               f["inodes_free"].get<uint64_t>()),
               f["inodes"].get<unsigned long long>());
+  for (const json& note : s.value("notes", json::array())) {
+    std::printf("  note: %s\n", note.get<std::string>().c_str());
+  }
   if (const std::string action = s.value("action", std::string()); !action.empty()) {
     std::printf("  action: %s\n", action.c_str());
   }

@@ -296,6 +296,56 @@ TEST_F(Operations, Raid6RebuildsTwoFailedMembers) {
   ASSERT_NO_FATAL_FAILURE(expect_consistent(members));
 }
 
+// Overwrites `length` bytes of a member's superblock (at byte 4096) with `byte`.
+void damage_superblock(const std::filesystem::path& member, size_t at, size_t length,
+                       uint8_t byte) {
+  Fd fd = open_file(member.string(), O_WRONLY);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(write_at(fd.get(), Bytes(length, byte), static_cast<off_t>(4096 + at)));
+}
+
+// A member whose superblock is damaged is left out at mount, named in status, and the array
+// starts degraded; added back, it is rebuilt. One whose superblock was wiped is refused (it
+// may be a device named by mistake) unless forced.
+TEST_F(Operations, ADamagedSuperblockStartsTheArrayDegraded) {
+  ASSERT_NO_FATAL_FAILURE(start({"5", 4}));
+  ASSERT_NO_FATAL_FAILURE(start_writer());
+  stop_writer();
+  Status done = fs_.unmount();
+  ASSERT_TRUE(done) << done.error();
+  const auto damaged = fs_.members()[3];
+  ASSERT_NO_FATAL_FAILURE(damage_superblock(damaged, 100, 1, 0x55));
+  done = fs_.mount();
+  ASSERT_TRUE(done) << done.error();
+  nlohmann::json s = status();
+  EXPECT_EQ(s["state"], "degraded");
+  EXPECT_EQ(s["members"][3]["state"], "missing");
+  EXPECT_EQ(s["members"].back()["path"], damaged.string());
+  EXPECT_TRUE(s["members"].back()["role"].is_null());
+  ASSERT_FALSE(s["notes"].empty());
+  EXPECT_NE(s["notes"][0].get<std::string>().find("kept out"), std::string::npos) << s["notes"];
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+  const Ctl added = ctl("add", "'" + damaged.string() + "'");
+  ASSERT_EQ(added.status, 0) << added.out;
+  ASSERT_NO_FATAL_FAILURE(wait_task());
+  EXPECT_EQ(status()["state"], "clean");
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+
+  done = fs_.unmount();
+  ASSERT_TRUE(done) << done.error();
+  const auto wiped = fs_.members()[1];
+  ASSERT_NO_FATAL_FAILURE(damage_superblock(wiped, 0, 4096, 0));
+  done = fs_.mount();
+  ASSERT_FALSE(done) << "a device without a superblock is refused";
+  EXPECT_NE(done.error().find("force starts the array without it"), std::string::npos)
+      << done.error();
+  fs_.set_mount_options("force");
+  done = fs_.mount();
+  ASSERT_TRUE(done) << done.error();
+  EXPECT_EQ(status()["state"], "degraded");
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+}
+
 // Bad requests get a one-line error and change nothing; only root is answered.
 TEST_F(Operations, RefusedRequestsChangeNothing) {
   ASSERT_NO_FATAL_FAILURE(start({"5", 4}));

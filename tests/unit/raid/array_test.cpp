@@ -185,6 +185,31 @@ TEST(Array, RefusesADeviceThatIsNotAMember) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ENODATA);
   EXPECT_NE(refused.error().message.find("mem2"), std::string::npos) << error_of(refused);
+  EXPECT_NE(refused.error().message.find("force starts the array without it"), std::string::npos)
+      << error_of(refused);
+}
+
+// A member whose superblock was wiped: forced, the array starts degraded without it, and
+// says so; too many such members still stop it.
+TEST(Array, AWipedSuperblockIsKeptOutWhenForced) {
+  test::MemoryArray array(4, kMemberSize);
+  ASSERT_TRUE(create_array(array.members(), options(RaidLevel::raid5)));
+  std::fill_n(array.media[1]->contents().begin() + kSuperblockOffset, kSuperblockSize,
+              std::byte{0});
+  OpenOptions forced;
+  forced.force = true;
+  auto opened = Array::open(array.members(), forced);
+  ASSERT_TRUE(opened) << opened.error().message;
+  EXPECT_FALSE((*opened)->volume().active(1));
+  EXPECT_TRUE((*opened)->volume().active(0));
+  ASSERT_FALSE((*opened)->notes().empty());
+  EXPECT_NE((*opened)->notes()[0].find("mem1"), std::string::npos) << (*opened)->notes()[0];
+  EXPECT_NE((*opened)->notes()[0].find("kept out"), std::string::npos) << (*opened)->notes()[0];
+  ASSERT_TRUE((*opened)->close());
+  opened->reset();
+  std::fill_n(array.media[2]->contents().begin() + kSuperblockOffset, kSuperblockSize,
+              std::byte{0});
+  EXPECT_FALSE(Array::open(array.members(), forced)) << "two members missing: RAID5 cannot run";
 }
 
 // A copy of a member given with it (or a superblock that names another's role): neither
