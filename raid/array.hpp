@@ -96,8 +96,8 @@ struct RebuildProgress {
   unsigned current = 0;         // the role being rebuilt now (when running)
   uint64_t done = 0;            // stripes of the current role rebuilt (checkpoint included)
   uint64_t total = 0;           // stripes of the array
-  uint64_t bytes = 0;           // member bytes written to rebuilt devices in this run
-  double seconds = 0;           // time the rebuild has run in this run
+  uint64_t bytes = 0;           // member bytes written to the current role's device so far
+  double seconds = 0;           // time spent rebuilding the current role so far
   bool running = false;
   std::optional<Error> error;  // why the last rebuild stopped short
 };
@@ -254,6 +254,7 @@ class Array {
   std::thread rebuild_thread_;
   std::atomic<uint64_t> speed_min_{16u << 20};
   std::atomic<uint64_t> speed_max_{0};
+  uint64_t speed_generation_ = 0;  // under rebuild_mutex_: bumped by each set_rebuild_speed
   // Per role, under mutex_: member bytes rebuilt (kNotRebuilding when not being rebuilt),
   // written into that member's own superblock.
   std::array<uint64_t, Geometry::kMaxMembers> checkpoints_;

@@ -13,7 +13,8 @@ namespace stripefs {
 
 namespace {
 
-constexpr uint64_t kStep = 16;  // stripes per lock-and-rebuild round between rate checks
+// Member bytes per round between rate checks (Volume::rebuild_member batches inside it).
+constexpr uint64_t kStepBytes = 16u << 20;
 constexpr auto kCheckpointEvery = std::chrono::seconds(5);
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -140,10 +141,20 @@ Result<void> Array::rebuild_role(unsigned role) {
     rebuild_.current = role;
     rebuild_.done = stripe;
     rebuild_.total = stripes;
+    rebuild_.bytes = 0;  // the rate (and so the ETA) is this role's
+    rebuild_.seconds = 0;
   }
   const VolumeStats at_start = volume_->stats();
   uint64_t user_ios = at_start.member_read_ios + at_start.member_write_ios;
-  double allowed = 0;  // seconds of rebuild the rate limits allow so far
+  // Pacing: `allowed` is the seconds of rebuild the limits allow since `paced`; a change of
+  // the limits (speed_generation_) starts the account afresh, and wakes a waiting rebuild.
+  double allowed = 0;
+  auto paced = started;
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    generation = speed_generation_;
+  }
   auto window = started;
   while (stripe < stripes) {
     {
@@ -153,7 +164,13 @@ Result<void> Array::rebuild_role(unsigned role) {
     if (!volume_->recovering(role)) {
       return fail(EIO, "role {} ({}) failed while it was rebuilt", role, by_role_[role]->name());
     }
-    const uint64_t count = std::min(kStep, stripes - stripe);
+    // A round is at most kStepBytes, and about a quarter second's worth at the current
+    // limit, so a slow rebuild still moves (and can be stopped) in small steps.
+    const uint64_t limit =
+        speed_max_.load() == 0 ? 0 : std::max(speed_min_.load(), speed_max_.load());
+    const uint64_t bytes = limit == 0 ? kStepBytes : std::min(kStepBytes, limit / 4);
+    const uint64_t count =
+        std::min(std::max<uint64_t>(1, bytes / g.chunk_size()), stripes - stripe);
     bool target_failed = false;
     if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed); !r) return r;
     stripe += count;
@@ -173,13 +190,18 @@ Result<void> Array::rebuild_role(unsigned role) {
     const uint64_t rate = ios != user_ios ? speed_min_.load() : speed_max_.load();
     user_ios = ios;
     allowed += rate == 0 ? 0.0 : static_cast<double>(written) / static_cast<double>(rate);
-    const double ahead = allowed - seconds_since(started);
+    const double ahead = allowed - seconds_since(paced);
     if (ahead > 0) {
       std::unique_lock lock(rebuild_mutex_);
       rebuild_cv_.wait_for(lock, std::chrono::duration<double>(ahead),
-                           [this] { return rebuild_stopping_; });
+                           [&] { return rebuild_stopping_ || speed_generation_ != generation; });
+      if (speed_generation_ != generation) {
+        generation = speed_generation_;
+        allowed = 0;
+        paced = std::chrono::steady_clock::now();
+      }
     } else if (ahead < -1.0) {
-      allowed = seconds_since(started) - 1.0;  // no credit hoarded while slower than allowed
+      allowed = seconds_since(paced) - 1.0;  // no credit hoarded while slower than allowed
     }
     if (std::chrono::steady_clock::now() - checkpointed >= kCheckpointEvery) {
       if (auto r = record_checkpoint(role, stripe); !r) return r;
@@ -258,8 +280,12 @@ RebuildProgress Array::wait_rebuild() {
 }
 
 void Array::set_rebuild_speed(uint64_t min, uint64_t max) {
-  speed_min_.store(min);
-  speed_max_.store(max);
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    speed_min_.store(min);
+    speed_max_.store(max);
+    ++speed_generation_;
+  }
   rebuild_cv_.notify_all();
 }
 

@@ -62,7 +62,6 @@ std::vector<std::string> split_device_list(const std::vector<std::string>& args)
   return out;
 }
 
-namespace {
 Result<int> lock_device(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fail(errno, "{}: {}", path, strerror(errno));
@@ -74,7 +73,6 @@ Result<int> lock_device(const std::string& path) {
   }
   return fd;
 }
-}  // namespace
 
 Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& paths,
                                               const std::string& journal) {

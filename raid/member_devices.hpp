@@ -33,6 +33,10 @@ struct Devices {
   Member* adopt(OpenedDevice device);
 };
 
+// Takes `path`'s exclusive flock (LOCK_NB): the descriptor that holds it, or EBUSY when
+// another stripefs process holds it.
+Result<int> lock_device(const std::string& path);
+
 // Opens one more device on `engine` (which must outlive it), locked as open_devices does.
 Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine);
 

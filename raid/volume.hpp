@@ -44,6 +44,7 @@
 #include <span>
 #include <vector>
 
+#include "raid/aligned_buffer.hpp"
 #include "raid/buffer_pool.hpp"
 #include "raid/geometry.hpp"
 #include "raid/level.hpp"
@@ -179,9 +180,14 @@ class Volume {
   // Checking and rebuilding a stripe (volume_repair.cpp).
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
                             std::span<std::byte> expected);
-  static constexpr int kTargetFailed = -1;  // rebuild_chunk: the target refused the write
-  Result<void> rebuild_chunk(uint64_t stripe, const std::vector<ChunkLocation>& where, size_t mine,
-                             std::span<std::byte> rows, Member& target);
+  static constexpr int kTargetFailed = -1;  // rebuild_rows: the target refused the write
+  // Under the locks of stripes [first, end): rebuilds `member`'s chunks of them, with one
+  // read per source member and one write to the target (merged runs), in `scratch`.
+  Result<void> rebuild_rows(unsigned member, uint64_t first, uint64_t end,
+                            std::span<std::byte> scratch);
+  // Stripes per rebuild_rows batch: about kRebuildBatchBytes of each member.
+  static constexpr uint64_t kRebuildBatchBytes = 4u << 20;
+  uint64_t rebuild_batch() const;
 
   Geometry geometry_;
   std::unique_ptr<Level> level_;
@@ -191,6 +197,8 @@ class Volume {
   std::atomic<uint64_t> read_cursor_{0};  // spreads mirror reads over the copies
 
   StripeLocks locks_;
+  std::mutex rebuild_mutex_;  // guards rebuild_scratch_: one rebuild_member at a time
+  AlignedBuffer rebuild_scratch_;
   WriteIntent* intent_ = nullptr;
   BufferPool parity_pool_;  // P (and Q) of full-stripe writes
   VolumeCounters stats_;

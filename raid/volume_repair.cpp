@@ -1,86 +1,119 @@
-// Checking and rebuilding stripes, one at a time under its lock so user I/O goes on beside:
-// resync after a crash (check_stripes with repair) and re-adding a member that was away
-// (rebuild_member). Rebuild onto a new disk, replace and scrub belong here too.
+// Checking and rebuilding stripes under their locks, so user I/O goes on beside: resync after
+// a crash (check_stripes with repair, a stripe at a time), and rebuilding a member that was
+// away or onto a new device (rebuild_member, in batches of stripes). Replace and scrub belong
+// here too.
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "raid/aligned_buffer.hpp"
+#include "raid/io_batch.hpp"
 #include "raid/volume.hpp"
+#include "raid/wait.hpp"
 
 namespace stripefs {
 
+uint64_t Volume::rebuild_batch() const {
+  return std::max<uint64_t>(1, kRebuildBatchBytes / geometry_.chunk_size());
+}
+
+// In batches of stripes, each under its stripes' locks (taken in ascending order, as writes
+// take theirs): md's recovery reads whole runs of each source member, not a chunk at a time,
+// so a rebuild goes at the members' streaming speed.
 Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t count,
                                     bool* target_failed) {
   if (member >= members_.size() || members_[member] == nullptr || active(member)) {
     return fail(EINVAL, "member {} is not held out for a rebuild", member);
   }
-  Member* target = members_[member];
   const bool recovering = members_.recovering(member);
-  AlignedBuffer rows(uint64_t{geometry_.members()} * geometry_.chunk_size());
   const uint64_t last = std::min(first + count, geometry_.stripes());
-  for (uint64_t stripe = first; stripe < last; ++stripe) {
-    const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
-    std::optional<size_t> mine;
-    for (size_t i = 0; i < where.size(); ++i) {
-      if (where[i].member == member) mine = i;
-    }
-    if (!mine) {  // this stripe keeps nothing on the member (RAID10)
-      if (recovering) members_.set_recovered(member, stripe + 1);
-      continue;
-    }
-    locks_.lock(stripe);
-    Result<void> done = rebuild_chunk(stripe, where, *mine, rows.span(), *target);
+  std::lock_guard scratch_lock(rebuild_mutex_);
+  const uint64_t batch = rebuild_batch();
+  const uint64_t needed = batch * geometry_.members() * geometry_.chunk_size();
+  if (rebuild_scratch_.size() < needed) rebuild_scratch_ = AlignedBuffer(needed);
+  for (uint64_t at = first; at < last; at += batch) {
+    const uint64_t end = std::min(at + batch, last);
+    for (uint64_t stripe = at; stripe < end; ++stripe) locks_.lock(stripe);
+    Result<void> done = rebuild_rows(member, at, end, rebuild_scratch_.span());
     if (!done && target_failed != nullptr && done.error().code == kTargetFailed) {
       *target_failed = true;
     }
-    // In sync from now on: the next write to this stripe goes to the member too.
-    if (done && recovering) members_.set_recovered(member, stripe + 1);
-    locks_.release(stripe);
+    // In sync from now on: the next write to these stripes goes to the member too.
+    if (done && recovering) members_.set_recovered(member, end);
+    for (uint64_t stripe = at; stripe < end; ++stripe) locks_.release(stripe);
     if (!done) {
       return fail(done.error().code == kTargetFailed ? EIO : done.error().code,
-                  "rebuilding member {} ({}), stripe {}: {}", member, target->name(), stripe,
-                  done.error().message);
+                  "rebuilding member {} ({}), stripes {}-{}: {}", member, members_[member]->name(),
+                  at, end - 1, done.error().message);
     }
   }
   return {};
 }
 
-// Under the stripe's lock: the chunks of the stripe's set on members in service are read,
-// slot `mine` rebuilt from them and written to `target`. A source that fails to read is
-// taken out of service and the stripe tried again with what is left; a target that fails to
-// write is taken out (when it is being rebuilt in service) and reported as kTargetFailed.
-Result<void> Volume::rebuild_chunk(uint64_t stripe, const std::vector<ChunkLocation>& where,
-                                   size_t mine, std::span<std::byte> rows, Member& target) {
+// The chunks of each stripe's set on members in service are read (one merged request per
+// source run), the member's chunk rebuilt from them, and written (merged too). A source that
+// fails to read is taken out of service and the batch tried again with what is left; a
+// target that fails to write is taken out (when it is being rebuilt in service) and reported
+// as kTargetFailed.
+Result<void> Volume::rebuild_rows(unsigned member, uint64_t first, uint64_t end,
+                                  std::span<std::byte> scratch) {
   const uint64_t chunk = geometry_.chunk_size();
+  const unsigned width = geometry_.members();
   for (;;) {
-    std::vector<std::byte*> slots;
-    std::vector<unsigned> missing;
-    for (size_t i = 0; i < where.size(); ++i) {
-      slots.push_back(rows.data() + i * chunk);
-      if (!active(where[i].member)) missing.push_back(static_cast<unsigned>(i));
-    }
-    bool source_failed = false;
-    for (size_t i = 0; i < where.size(); ++i) {
-      if (!active(where[i].member)) continue;
-      auto r = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
-                           {slots[i], chunk});
-      if (!r) {
-        members_.fail(where[i].member, r.error());
-        source_failed = true;
-        break;
+    struct Row {
+      std::vector<std::byte*> slots;
+      std::vector<unsigned> missing;
+      size_t mine;
+      uint64_t member_offset;
+    };
+    std::vector<Row> rows;
+    std::vector<PlannedIo> reads;
+    for (uint64_t stripe = first; stripe < end; ++stripe) {
+      const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
+      Row row{};
+      bool mine = false;
+      std::byte* base = scratch.data() + (stripe - first) * width * chunk;
+      for (size_t i = 0; i < where.size(); ++i) {
+        row.slots.push_back(base + i * chunk);
+        if (where[i].member == member) {
+          row.mine = i;
+          row.member_offset = where[i].member_offset;
+          mine = true;
+        }
+        if (!active(where[i].member)) {
+          row.missing.push_back(static_cast<unsigned>(i));
+        } else {
+          reads.push_back({where[i].member, data_offset_ + where[i].member_offset, row.slots[i],
+                           chunk, static_cast<uint32_t>(stripe - first)});
+        }
       }
+      if (mine) rows.push_back(std::move(row));  // RAID10 keeps some rows off the member
     }
-    if (source_failed) {
-      if (failed()) return fail(EIO, "stripe {}: too many members failed", stripe);
-      continue;  // again, with one source fewer
+    const std::vector<FailedIo> failed_reads = wait_for<std::vector<FailedIo>>([&](auto done) {
+      submit_ios(members_.all(), MemberOp::read, std::move(reads), false, std::move(done));
+    });
+    if (!failed_reads.empty()) {
+      for (const FailedIo& f : failed_reads) {
+        members_.fail(f.member, Error{f.error, fmt::format("read failed during a rebuild: {}",
+                                                           std::strerror(f.error))});
+      }
+      if (failed()) return fail(EIO, "stripes {}-{}: too many members failed", first, end - 1);
+      continue;  // again, with fewer sources
     }
-    if (auto r = level_->rebuild(slots, missing, chunk); !r) return r;
-    if (auto r =
-            member_write(target, data_offset_ + where[mine].member_offset, {slots[mine], chunk});
-        !r) {
-      const unsigned member = where[mine].member;
-      if (members_.recovering(member)) members_.fail(member, r.error());
-      return fail(kTargetFailed, "{}", r.error().message);
+    std::vector<PlannedIo> writes;
+    for (const Row& row : rows) {
+      if (auto r = level_->rebuild(row.slots, row.missing, chunk); !r) return r;
+      writes.push_back({member, data_offset_ + row.member_offset, row.slots[row.mine], chunk, 0});
+    }
+    const std::vector<FailedIo> failed_writes = wait_for<std::vector<FailedIo>>([&](auto done) {
+      submit_ios(members_.all(), MemberOp::write, std::move(writes), false, std::move(done));
+    });
+    if (!failed_writes.empty()) {
+      const Error why{failed_writes[0].error,
+                      fmt::format("{}: write failed: {}", members_[member]->name(),
+                                  std::strerror(failed_writes[0].error))};
+      if (members_.recovering(member)) members_.fail(member, why);
+      return fail(kTargetFailed, "{}", why.message);
     }
     return {};
   }

@@ -175,24 +175,26 @@ Result<json> ArrayControl::remove_member(const json& request) {
   // Out of service for good: nothing is written to it again. Its lock goes, so it may be
   // taken by another program; the daemon's descriptor stays open (I/O issued before the
   // failure may still complete on it) until unmount.
-  for (size_t i = 0; i < devices_.members.size(); ++i) {
-    if (devices_.members[i].get() == device && i < devices_.locks.size() &&
-        devices_.locks[i] >= 0) {
-      close(devices_.locks[i]);
-      devices_.locks[i] = -1;
-    }
-  }
-  for (OpenedDevice& d : devices_.added) {
-    if (d.member.get() == device && d.lock >= 0) {
-      close(d.lock);
-      d.lock = -1;
-    }
-  }
+  set_lock(device, -1);
   removed_.push_back(device);
   fs_log().warn("control: {} removed", device->name());
   json reply = {{"device", device->name()}};
   if (role) reply["role"] = *role;
   return reply;
+}
+
+void ArrayControl::set_lock(const Member* device, int lock) {
+  const auto swap = [lock](int& held) {
+    if (held >= 0) close(held);
+    held = lock;
+  };
+  for (size_t i = 0; i < devices_.members.size() && i < devices_.locks.size(); ++i) {
+    if (devices_.members[i].get() == device) return swap(devices_.locks[i]);
+  }
+  for (OpenedDevice& d : devices_.added) {
+    if (d.member.get() == device) return swap(d.lock);
+  }
+  if (lock >= 0) close(lock);  // not ours (cannot happen): never leak it
 }
 
 std::vector<Member*> ArrayControl::owned_devices() const {
@@ -231,8 +233,8 @@ Result<void> ArrayControl::vet(Member& device, const std::string& path, bool for
   if (auto sb = read_superblock(device); sb && !force) {
     if (sb->array_uuid == ours.array_uuid) {
       return stripefs::fail(EEXIST,
-                            "{} was role {} of this array: it is re-added at the next mount, or "
-                            "rebuilt from scratch with --force",
+                            "{} holds a superblock of this array (role {}); add --force to "
+                            "rebuild it from scratch",
                             path, sb->role);
     }
     return stripefs::fail(EEXIST, "{} is a member of another stripefs array ({}); use --force",
@@ -245,6 +247,15 @@ Result<void> ArrayControl::vet(Member& device, const std::string& path, bool for
   if (device.size() < needed) {
     return stripefs::fail(ENOSPC, "{}: {} is too small (the array needs {} per member)", path,
                           format_size(device.size()), format_size(needed));
+  }
+  for (unsigned role = 0; role < array_.volume().geometry().members(); ++role) {
+    const Member* m = array_.member_device(role);
+    if (m == nullptr || !array_.volume().active(role)) continue;
+    if (m->limits().logical_block != device.limits().logical_block) {
+      return stripefs::fail(EINVAL, "{}: logical block size {} differs from the array's {}", path,
+                            device.limits().logical_block, m->limits().logical_block);
+    }
+    break;
   }
   if (force && !signature->empty()) {
     if (auto w = wipe_signatures(path); !w) return stripefs::fail(w.error());
@@ -287,6 +298,13 @@ Result<json> ArrayControl::add_device(const json& request) {
       return stripefs::fail(EALREADY, "{}: no role is out of service to rebuild onto", *path);
     }
     if (auto v = vet(*m, *path, force); !v) return stripefs::fail(v.error());
+    const bool was_removed = std::find(removed_.begin(), removed_.end(), m) != removed_.end();
+    if (was_removed) {
+      // Its lock went with the remove: taken again before anything is written to it.
+      auto lock = lock_device(*path);
+      if (!lock) return stripefs::fail(lock.error());
+      set_lock(m, *lock);
+    }
     if (auto r = array_.rebuild(*role, m); !r) return stripefs::fail(r.error());
     std::erase(removed_, m);
     fs_log().warn("control: {} added back", *path);
@@ -322,6 +340,11 @@ Result<json> ArrayControl::start_rebuild() {
     if (role_to_rebuild()) {
       return stripefs::fail(ENODEV, "a role is out of service but there is no spare: add one");
     }
+    if (array_.volume().missing_members() > 0) {
+      return stripefs::fail(EIO,
+                            "the roles out of service cannot be rebuilt: too many members "
+                            "are missing");
+    }
     return stripefs::fail(EALREADY, "nothing to rebuild: every member is in service");
   }
   return json{{"roles", started}};
@@ -339,6 +362,11 @@ Result<json> ArrayControl::speed(const json& request) {
     if (!v) return stripefs::fail(v.error());
     max = *v;
   }
+  if (min == 0) {
+    return stripefs::fail(EINVAL,
+                          "min 0: the rebuild must move while the array is busy (at "
+                          "least 1 byte per second)");
+  }
   if (max != 0 && min > max) {
     return stripefs::fail(EINVAL, "min {}/s is above max {}/s", format_size(min), format_size(max));
   }
@@ -349,13 +377,20 @@ Result<json> ArrayControl::speed(const json& request) {
 Result<json> ArrayControl::log_level(const json& request) {
   auto name = string_field(request, "level");
   if (!name) return stripefs::fail(name.error());
+  static const char* const kLevels[] = {"trace", "debug",    "info", "warn",
+                                        "error", "critical", "off"};
   const auto level = spdlog::level::from_str(*name);
-  if (level == spdlog::level::off && *name != "off") {
+  if (std::find(std::begin(kLevels), std::end(kLevels), *name) == std::end(kLevels)) {
     return stripefs::fail(
         EINVAL, "log level '{}': one of trace, debug, info, warn, error, critical, off", *name);
   }
   spdlog::set_level(level);
   return json{{"level", *name}};
+}
+
+bool ArrayControl::removed(const Member* device) const {
+  std::lock_guard lock(mutex_);
+  return std::find(removed_.begin(), removed_.end(), device) != removed_.end();
 }
 
 json ArrayControl::extra_members_json() const {
@@ -367,8 +402,8 @@ json ArrayControl::extra_members_json() const {
   // Devices no role holds (a failed member replaced by a rebuild, or one kept out at mount),
   // as md lists a faulty device until it is removed; and the removed ones.
   for (Member* m : owned_devices()) {
+    if (holds_role(m)) continue;  // on its role's line (state "removed" if removed)
     const bool removed = std::find(removed_.begin(), removed_.end(), m) != removed_.end();
-    if (holds_role(m) && !removed) continue;
     const MemberCounters c = m->counters();
     out.push_back({{"path", m->name()},
                    {"state", removed ? "removed" : "faulty"},
@@ -403,7 +438,7 @@ void ArrayControl::event_loop() {
     lock.unlock();
     fs_log().warn("event {}: {} role {}{}{}", event.kind, event.device.empty() ? "-" : event.device,
                   role_text(event.role), event.detail.empty() ? "" : ": ", event.detail);
-    run_program(event);
+    // The spare first: a slow event program must not hold up the rebuild.
     if (event.kind == "member-failed") {
       Volume& volume = array_.volume();
       if (volume.failed()) {
@@ -422,6 +457,7 @@ void ArrayControl::event_loop() {
         }
       }
     }
+    run_program(event);
     lock.lock();
   }
 }

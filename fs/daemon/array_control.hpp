@@ -48,6 +48,8 @@ class ArrayControl {
   // The devices no role holds, for status: spares, failed members replaced since (faulty,
   // with their I/O figures) and removed ones: {"path", "state": "spare"|"faulty"|"removed"}.
   nlohmann::json extra_members_json() const;
+  // Whether `device` was removed (it may still hold its failed role).
+  bool removed(const Member* device) const;
 
  private:
   struct Event {
@@ -68,6 +70,8 @@ class ArrayControl {
   // Every device the daemon opened for the array: the mount's and those added since.
   std::vector<Member*> owned_devices() const;
   bool holds_role(const Member* device) const;
+  // Replaces the flock descriptor the devices keep for `device` (-1: none; the old closed).
+  void set_lock(const Member* device, int lock);
   // Whether `device` (at `path`) may be rebuilt onto: no other array or filesystem on it
   // unless `force` (whose signatures are then wiped), and large enough. Under mutex_.
   Result<void> vet(Member& device, const std::string& path, bool force) const;

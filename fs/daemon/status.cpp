@@ -76,7 +76,9 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
   bool rebuilding = false;
   for (unsigned i = 0; i < volume.geometry().members(); ++i) {
     Member* m = array.member_device(i);
-    const std::string state = role_state(array, sb, i);
+    const std::string state = control != nullptr && m != nullptr && control->removed(m)
+                                  ? "removed"
+                                  : role_state(array, sb, i);
     rebuilding = rebuilding || state == "rebuilding";
     members.push_back({{"role", i}, {"device", m != nullptr ? m->name() : ""}, {"state", state}});
     json entry = {{"role", i}, {"path", m != nullptr ? m->name() : ""}, {"state", state}};
@@ -104,6 +106,10 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
     action =
         "Too many members are out of service: the array cannot run. Bring the missing "
         "members back and remount (with -o force if they disagree).";
+  } else if (state == "rebuilding" && !rebuild.running) {
+    action = "The rebuild stopped" +
+             (rebuild.error ? ": " + rebuild.error->message : std::string()) +
+             ". Resume it with 'stripefsctl rebuild'.";
   } else if (state == "rebuilding") {
     action = "Wait for the rebuild to finish (stripefsctl status --wait).";
   } else if (state == "degraded" && rebuild.error && !rebuild.running) {

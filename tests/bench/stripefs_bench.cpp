@@ -6,6 +6,7 @@
 #include "bench/demo.hpp"
 #include "bench/dir_bench.hpp"
 #include "bench/raid_bench.hpp"
+#include "bench/rebuild_bench.hpp"
 #include "raid/units.hpp"
 
 namespace {
@@ -55,6 +56,24 @@ int main(int argc, char** argv) {
   dir_cmd->add_option("--large", dir.large, "names in the large directory (default 1000000)");
   dir_cmd->add_option("--lookups", dir.lookups, "lookups per pass (default 200000)");
   dir_cmd->add_option("--repeat", dir.repeat, "passes; figures are medians (default 5)");
+
+  stripefs::bench::RebuildBenchOptions rebuild;
+  auto* rebuild_cmd = app.add_subcommand(
+      "rebuild",
+      "rebuild of a failed member onto a new device vs a direct sequential read of one member, "
+      "and the share of user writes kept beside a rate-limited rebuild");
+  rebuild_cmd->add_option("--dir", rebuild.dir, "directory for the member files (tmpfs)")
+      ->required();
+  rebuild_cmd->add_option("--level", rebuild.level, "RAID level: 1, 10, 5 or 6 (default 5)");
+  rebuild_cmd->add_option("--members", rebuild.members, "number of members (default 4)");
+  std::string rebuild_size = "512M", rebuild_chunk = "64K", rebuild_limit = "32M";
+  rebuild_cmd->add_option("--size", rebuild_size, "size of each member file (default 512M)");
+  rebuild_cmd->add_option("--chunk", rebuild_chunk, "chunk size (default 64K)");
+  rebuild_cmd->add_option("--limit", rebuild_limit,
+                          "the rate-limited rebuild's speed per second (default 32M)");
+  rebuild_cmd->add_option("--seconds", rebuild.seconds,
+                          "length of each timed phase of user writes (default 3)");
+  rebuild_cmd->add_option("--repeat", rebuild.repeat, "passes; figures are medians (default 3)");
 
   stripefs::bench::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand(
@@ -117,6 +136,28 @@ int main(int argc, char** argv) {
       return 2;
     }
     return stripefs::bench::run_bitmap_bench(bitmap);
+  }
+  if (rebuild_cmd->parsed()) {
+    uint64_t chunk_bytes = 0;
+    for (auto [text, target] :
+         {std::pair{&rebuild_size, &rebuild.member_size}, std::pair{&rebuild_chunk, &chunk_bytes},
+          std::pair{&rebuild_limit, &rebuild.limit}}) {
+      auto parsed = stripefs::parse_size(*text);
+      if (!parsed) {
+        std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
+        return 2;
+      }
+      *target = *parsed;
+    }
+    if (chunk_bytes > (64u << 20) || rebuild.repeat == 0 || !(rebuild.seconds > 0) ||
+        rebuild.limit == 0 || rebuild.member_size < (16u << 20)) {
+      std::fprintf(stderr,
+                   "stripefs-bench: rebuild needs --size >= 16M, --chunk <= 64M, and positive "
+                   "--limit, --seconds and --repeat\n");
+      return 2;
+    }
+    rebuild.chunk = static_cast<uint32_t>(chunk_bytes);
+    return stripefs::bench::run_rebuild_bench(rebuild);
   }
   if (demo_cmd->parsed()) {
     auto size = stripefs::parse_size(demo_size);

@@ -58,7 +58,6 @@ class MountedFs {
   std::filesystem::path new_device(const std::string& name, std::string& error);
   // The devices the next mount names, in place of members() (after a member was replaced).
   void set_members(std::vector<std::filesystem::path> members) { members_ = std::move(members); }
-  pid_t daemon_pid() const { return daemon_; }
 
   // The first call creates the state directory, the members and the filesystem; later calls
   // mount the same members again. Returns once the mount is visible in /proc/self/mountinfo.

@@ -200,7 +200,9 @@ TEST(ArrayRebuildRefusals, NothingIsWrittenToADeviceThatIsRefused) {
 TEST(ArrayRebuildFailures, ADeviceThatFailsItsRebuildIsRecordedFailed) {
   Rebuilding r({RaidLevel::raid5, 4});
   r.volume().fail_member(2, Error{EIO, "pulled"});
-  r.spare.fail_after(40);
+  // Its writes fail a little way into the data area.
+  const uint64_t data_offset = r.array->superblock().data_offset;
+  r.spare.fail_range(MemberOp::write, {data_offset + (2 << 20), data_offset + (2 << 20) + 4096});
   ASSERT_TRUE(r.array->rebuild(2, &r.spare));
   const RebuildProgress progress = r.array->wait_rebuild();
   ASSERT_TRUE(progress.error);
@@ -265,7 +267,9 @@ TEST(ArrayFailMember, AFailedRebuildIsAnnounced) {
     events.push_back(e);
   });
   ASSERT_TRUE(r.array->fail_member(0));
-  r.spare.fail_after(40);
+  // Its writes fail a little way into the data area.
+  const uint64_t data_offset = r.array->superblock().data_offset;
+  r.spare.fail_range(MemberOp::write, {data_offset + (2 << 20), data_offset + (2 << 20) + 4096});
   ASSERT_TRUE(r.array->rebuild(0, &r.spare));
   ASSERT_TRUE(r.array->wait_rebuild().error);
   EXPECT_GT(r.spare.counters().errors, 0u);

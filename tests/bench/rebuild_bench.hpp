@@ -1,0 +1,21 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace stripefs::bench {
+
+struct RebuildBenchOptions {
+  std::string dir;
+  std::string level = "5";
+  unsigned members = 4;
+  uint64_t member_size = 512ull << 20;
+  uint32_t chunk = 64 * 1024;
+  uint64_t limit = 32ull << 20;  // the rate-limited rebuild's speed (min = max), per second
+  double seconds = 3;            // each timed phase of user I/O
+  unsigned repeat = 3;
+};
+
+int run_rebuild_bench(const RebuildBenchOptions& options);
+
+}  // namespace stripefs::bench
