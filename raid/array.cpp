@@ -299,13 +299,11 @@ void Array::set_event_listener(EventListener listener) {
   events_ = std::move(listener);
 }
 
+// Under event_mutex_, so set_event_listener(nullptr) waits out a call in progress and the
+// listener's owner may go once it returns.
 void Array::emit(ArrayEvent event) {
-  EventListener listener;
-  {
-    std::lock_guard lock(event_mutex_);
-    listener = events_;
-  }
-  if (listener) listener(event);
+  std::lock_guard lock(event_mutex_);
+  if (events_) events_(event);
 }
 
 Member* Array::member_device(unsigned role) const {

@@ -192,7 +192,9 @@ class Array {
   Result<void> fail_member(unsigned role);
 
   // Hears every ArrayEvent, on the array's own threads (the failure recorder, the rebuild),
-  // never under its locks. It must not block for long: the daemon queues them.
+  // under a leaf lock of its own and none of the array's others: it must not block or call
+  // back into the array (the daemon queues them). Setting another listener (or nullptr)
+  // waits for a call in progress, so the old one's owner may go once this returns.
   using EventListener = std::function<void(const ArrayEvent&)>;
   void set_event_listener(EventListener listener);
 
@@ -273,7 +275,7 @@ class Array {
   uint64_t failures_recorded_ = 0;  // ever, under queue_mutex_
   std::condition_variable recorded_cv_;
 
-  std::mutex event_mutex_;  // guards events_ (a leaf)
+  std::mutex event_mutex_;  // guards events_ and is held while it is called (a leaf)
   EventListener events_;
   void emit(ArrayEvent event);
   bool stopping_ = false;

@@ -33,22 +33,22 @@ Result<void> Array::rebuild(unsigned role, Member* device) {
     return fail(EBUSY, "role {} is {}; only a failed or missing role can be rebuilt", role,
                 volume_->active(role) ? "in service" : "being rebuilt already");
   }
-  for (Member* m : by_role_) {
-    if (m == device) return fail(EINVAL, "{} is a member of this array already", device->name());
-  }
   Superblock record;
+  Member* any = nullptr;  // a member in service, for its block size
   {
     std::lock_guard lock(mutex_);
+    for (unsigned r = 0; r < g.members(); ++r) {
+      if (by_role_[r] == device) {
+        return fail(EINVAL, "{} is a member of this array already", device->name());
+      }
+      if (any == nullptr && volume_->active(r)) any = by_role_[r];
+    }
     record = master_;
   }
   const uint64_t needed = record.data_offset + record.data_size;
   if (device->size() < needed) {
     return fail(ENOSPC, "{}: {} bytes is too small for role {} (needs at least {})", device->name(),
                 device->size(), role, needed);
-  }
-  Member* any = nullptr;
-  for (unsigned r = 0; r < g.members() && any == nullptr; ++r) {
-    if (volume_->active(r)) any = by_role_[r];
   }
   if (any != nullptr && device->limits().logical_block != any->limits().logical_block) {
     return fail(EINVAL, "{}: logical block size {} differs from the array's {}", device->name(),

@@ -3,11 +3,13 @@
 #include <cstdint>
 #include <string>
 
+#include "raid/geometry.hpp"
+
 namespace stripefs::bench {
 
 struct RebuildBenchOptions {
   std::string dir;
-  std::string level = "5";
+  RaidLevel level = RaidLevel::raid5;  // one with redundancy
   unsigned members = 4;
   uint64_t member_size = 512ull << 20;
   uint32_t chunk = 64 * 1024;

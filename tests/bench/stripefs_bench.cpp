@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
       "and the share of user writes kept beside a rate-limited rebuild");
   rebuild_cmd->add_option("--dir", rebuild.dir, "directory for the member files (tmpfs)")
       ->required();
-  rebuild_cmd->add_option("--level", rebuild.level, "RAID level: 1, 10, 5 or 6 (default 5)");
+  std::string rebuild_level = "5";
+  rebuild_cmd->add_option("--level", rebuild_level, "RAID level: 1, 10, 5 or 6 (default 5)");
   rebuild_cmd->add_option("--members", rebuild.members, "number of members (default 4)");
   std::string rebuild_size = "512M", rebuild_chunk = "64K", rebuild_limit = "32M";
   rebuild_cmd->add_option("--size", rebuild_size, "size of each member file (default 512M)");
@@ -157,6 +158,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     rebuild.chunk = static_cast<uint32_t>(chunk_bytes);
+    auto level = stripefs::parse_raid_level(rebuild_level);
+    if (!level || *level == stripefs::RaidLevel::raid0) {
+      std::fprintf(stderr, "stripefs-bench: --level %s: rebuild needs 1, 10, 5 or 6\n",
+                   rebuild_level.c_str());
+      return 2;
+    }
+    rebuild.level = *level;
     return stripefs::bench::run_rebuild_bench(rebuild);
   }
   if (demo_cmd->parsed()) {

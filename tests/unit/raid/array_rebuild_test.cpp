@@ -241,6 +241,7 @@ TEST(ArrayFailMember, IsRecordedAndTheRebuildIsAnnounced) {
   EXPECT_FALSE(r.array->wait_rebuild().error);
   EXPECT_TRUE(r.array->resume_rebuilds().empty()) << "nothing stopped short";
   r.expect_data();
+  r.array->set_event_listener(nullptr);  // waits out a call in progress: `events` is stable
   std::lock_guard lock(mutex);
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].kind, ArrayEvent::Kind::member_failed);
@@ -273,6 +274,12 @@ TEST(ArrayFailMember, AFailedRebuildIsAnnounced) {
   ASSERT_TRUE(r.array->rebuild(0, &r.spare));
   ASSERT_TRUE(r.array->wait_rebuild().error);
   EXPECT_GT(r.spare.counters().errors, 0u);
+  // The spare's failure is recorded (and announced) on the recorder thread: wait for it, then
+  // stop listening before `events` goes.
+  for (int i = 0; i < 1000 && r.array->superblock().member_states[0] != MemberState::faulty; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  r.array->set_event_listener(nullptr);
   std::lock_guard lock(mutex);
   ASSERT_GE(events.size(), 3u);
   EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const ArrayEvent& e) {
