@@ -96,7 +96,8 @@ struct RebuildProgress {
   unsigned current = 0;         // the role being rebuilt now (when running)
   uint64_t done = 0;            // stripes of the current role rebuilt (checkpoint included)
   uint64_t total = 0;           // stripes of the array
-  uint64_t bytes = 0;           // member bytes written to the current role's device so far
+  uint64_t bytes = 0;           // member bytes of the current role brought in sync so far
+  uint64_t written = 0;         // of those, rebuilt and written (less for a re-add)
   double seconds = 0;           // time spent rebuilding the current role so far
   bool running = false;
   std::optional<Error> error;  // why the last rebuild stopped short
@@ -169,6 +170,17 @@ class Array {
   // Refuses (nothing written) a role in service or being rebuilt, a device too small or of
   // another block size, and an array that could not rebuild it (beyond its redundancy).
   Result<void> rebuild(unsigned role, Member* device);
+  // Re-adds role `role`'s own device that was away or failed (md's --re-add with a bitmap),
+  // while the array is in use: it rejoins like a rebuild (state rebuilding, in sync below
+  // its recovery point, checkpointed), but only the stripes the write-intent bitmap recorded
+  // as written since the device's superblock events are rebuilt. A write above the recovery
+  // point records its bits before its data goes out, under its stripes' locks, and the
+  // re-add asks the bitmap under those same locks, so no write is missed. Interrupted (a
+  // close, a crash), it resumes at the next open as a rebuild from its checkpoint: everything
+  // above it is rebuilt, which is safe, only slower. Refused (nothing
+  // written) without a bitmap, for a device that holds no superblock of this array's role
+  // `role`, for one newer than the array, and as rebuild() refuses.
+  Result<void> readd(unsigned role, Member* device);
   RebuildProgress rebuild_progress() const;
   // Queues again the roles whose rebuild stopped short (a read error on a source, say) and
   // returns them; empty when every role being rebuilt is queued already.
@@ -221,6 +233,9 @@ class Array {
   void start_rebuilds(std::vector<unsigned> roles);
   void rebuild_loop();
   Result<void> rebuild_role(unsigned role);
+  // rebuild() and readd(): the checks, the device's superblock, and the start; `since` for
+  // a re-add.
+  Result<void> recover_onto(unsigned role, Member* device, std::optional<uint64_t> since);
   Result<void> record_checkpoint(unsigned role, uint64_t stripes);
   // Copies the array's per-member metadata areas onto role `role`'s device; fails it if not.
   Result<void> copy_member_areas(unsigned role);
@@ -260,6 +275,9 @@ class Array {
   // Per role, under mutex_: member bytes rebuilt (kNotRebuilding when not being rebuilt),
   // written into that member's own superblock.
   std::array<uint64_t, Geometry::kMaxMembers> checkpoints_;
+  // Per role, under mutex_: re-added at run time, last current at these array events (the
+  // rebuild then skips what the bitmap says it holds).
+  std::array<std::optional<uint64_t>, Geometry::kMaxMembers> readd_since_;
 
   // Failures are recorded by a thread of their own: the listener runs on an I/O thread,
   // which must not wait for its own completions.

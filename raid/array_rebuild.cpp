@@ -24,6 +24,30 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 Result<void> Array::rebuild(unsigned role, Member* device) {
+  return recover_onto(role, device, std::nullopt);
+}
+
+Result<void> Array::readd(unsigned role, Member* device) {
+  if (!intent_) return fail(EINVAL, "the array has no write-intent bitmap: rebuild instead");
+  if (device == nullptr) return fail(EINVAL, "no device given for role {}", role);
+  auto sb = read_superblock(*device);
+  if (!sb)
+    return fail(sb.error().code, "{} cannot be re-added: {}", device->name(), sb.error().message);
+  const Superblock ours = superblock();
+  if (sb->array_uuid != ours.array_uuid) {
+    return fail(EINVAL, "{} is not a member of this array", device->name());
+  }
+  if (sb->role != role) {
+    return fail(EINVAL, "{} was role {}, not role {}", device->name(), sb->role, role);
+  }
+  if (sb->events > ours.events) {
+    return fail(EINVAL, "{} is newer than the array (events {} > {}): it ran without it",
+                device->name(), sb->events, ours.events);
+  }
+  return recover_onto(role, device, sb->events);
+}
+
+Result<void> Array::recover_onto(unsigned role, Member* device, std::optional<uint64_t> since) {
   const Geometry& g = volume_->geometry();
   if (role >= g.members()) {
     return fail(EINVAL, "role {}: the array has {} members", role, g.members());
@@ -38,7 +62,8 @@ Result<void> Array::rebuild(unsigned role, Member* device) {
   {
     std::lock_guard lock(mutex_);
     for (unsigned r = 0; r < g.members(); ++r) {
-      if (by_role_[r] == device) {
+      // A re-add brings back the role's own device (its failed one, say).
+      if (by_role_[r] == device && !(since && r == role)) {
         return fail(EINVAL, "{} is a member of this array already", device->name());
       }
       if (any == nullptr && volume_->active(r)) any = by_role_[r];
@@ -71,13 +96,14 @@ Result<void> Array::rebuild(unsigned role, Member* device) {
     by_role_[role] = device;
     member_uuids_[role] = mine.member_uuid;
     checkpoints_[role] = 0;
+    readd_since_[role] = since;
     master_.member_states[role] = MemberState::rebuilding;
     ++master_.events;
     volume_->start_recovery(role, device, 0);
     if (auto w = write_superblocks(); !w) return fail(w.error());
   }
-  raid_log().warn("array {}: rebuilding role {} onto {}", format_uuid(record.array_uuid), role,
-                  device->name());
+  raid_log().warn("array {}: {} role {} onto {}", format_uuid(record.array_uuid),
+                  since ? "re-adding" : "rebuilding", role, device->name());
   emit({ArrayEvent::Kind::rebuild_started, role, device->name(), ""});  // before its end
   start_rebuilds({role});
   return {};
@@ -142,7 +168,29 @@ Result<void> Array::rebuild_role(unsigned role) {
     rebuild_.done = stripe;
     rebuild_.total = stripes;
     rebuild_.bytes = 0;  // the rate (and so the ETA) is this role's
+    rebuild_.written = 0;
     rebuild_.seconds = 0;
+  }
+  // A re-add rebuilds only what the bitmap recorded since the device was last current,
+  // asked under each batch's locks.
+  std::optional<uint64_t> since;
+  {
+    std::lock_guard lock(mutex_);
+    since = readd_since_[role];
+  }
+  Volume::NeededStripes needed;
+  if (since && intent_) {
+    needed = [this, since] {
+      std::vector<std::pair<uint64_t, uint64_t>> stripes;
+      for (auto [begin, end] : intent_->ranges_missed_since(*since)) {
+        stripes.push_back(volume_->stripes_of(begin, end));
+      }
+      return [stripes = std::move(stripes)](uint64_t stripe) {
+        return std::any_of(stripes.begin(), stripes.end(), [stripe](const auto& r) {
+          return stripe >= r.first && stripe <= r.second;
+        });
+      };
+    };
   }
   const VolumeStats at_start = volume_->stats();
   uint64_t user_ios = at_start.member_read_ios + at_start.member_write_ios;
@@ -172,13 +220,18 @@ Result<void> Array::rebuild_role(unsigned role) {
     const uint64_t count =
         std::min(std::max<uint64_t>(1, bytes / g.chunk_size()), stripes - stripe);
     bool target_failed = false;
-    if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed); !r) return r;
+    uint64_t rebuilt = 0;
+    if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed, needed, &rebuilt);
+        !r) {
+      return r;
+    }
     stripe += count;
     const uint64_t written = count * g.chunk_size();
     {
       std::lock_guard lock(rebuild_mutex_);
       rebuild_.done = stripe;
       rebuild_.bytes += written;
+      rebuild_.written += rebuilt * g.chunk_size();
       rebuild_.seconds += seconds_since(window);
     }
     window = std::chrono::steady_clock::now();
@@ -224,6 +277,7 @@ Result<void> Array::rebuild_role(unsigned role) {
   if (auto r = copy_member_areas(role); !r) return r;
   if (!volume_->active(role)) return fail(EIO, "role {} failed at the end of its rebuild", role);
   checkpoints_[role] = kNotRebuilding;
+  readd_since_[role].reset();
   master_.member_states[role] = MemberState::active;
   ++master_.events;
   raid_log().warn("array {}: role {} ({}) rebuilt in {:.1f} s", format_uuid(master_.array_uuid),

@@ -110,8 +110,14 @@ class Volume {
   void hold_out(unsigned member) { members_.hold_out(member); }
   // `target_failed`, if given, is set when the member itself refused a write. A source that
   // fails to read is taken out of service, and the stripe rebuilt from what is left.
+  // `needed`, if given, is asked once per batch, under the batch's stripe locks (so no write
+  // to them is in flight), for which of its stripes need rebuilding; the others are only
+  // counted in sync (a re-add at run time: the bitmap says what the member missed).
+  using NeededStripes = std::function<std::function<bool(uint64_t stripe)>()>;
+  // `rebuilt`, if given, is increased by the stripes actually rebuilt.
   Result<void> rebuild_member(unsigned member, uint64_t first, uint64_t count,
-                              bool* target_failed = nullptr);
+                              bool* target_failed = nullptr, const NeededStripes& needed = nullptr,
+                              uint64_t* rebuilt = nullptr);
   void restore_member(unsigned member) { members_.restore(member); }
 
   // Rebuilding onto a new device while the array is in use (md's recovery): role `member`,
@@ -184,7 +190,8 @@ class Volume {
   // Under the locks of stripes [first, end): rebuilds `member`'s chunks of them, with one
   // read per source member and one write to the target (merged runs), in `scratch`.
   Result<void> rebuild_rows(unsigned member, uint64_t first, uint64_t end,
-                            std::span<std::byte> scratch);
+                            std::span<std::byte> scratch,
+                            const std::function<bool(uint64_t)>& needed, uint64_t& rebuilt);
   // Stripes per rebuild_rows batch: about kRebuildBatchBytes of each member.
   static constexpr uint64_t kRebuildBatchBytes = 4u << 20;
   uint64_t rebuild_batch() const;

@@ -21,7 +21,8 @@ uint64_t Volume::rebuild_batch() const {
 // take theirs): md's recovery reads whole runs of each source member, not a chunk at a time,
 // so a rebuild goes at the members' streaming speed.
 Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t count,
-                                    bool* target_failed) {
+                                    bool* target_failed, const NeededStripes& needed,
+                                    uint64_t* rebuilt) {
   if (member >= members_.size() || members_[member] == nullptr || active(member)) {
     return fail(EINVAL, "member {} is not held out for a rebuild", member);
   }
@@ -29,12 +30,15 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
   const uint64_t last = std::min(first + count, geometry_.stripes());
   std::lock_guard scratch_lock(rebuild_mutex_);
   const uint64_t batch = rebuild_batch();
-  const uint64_t needed = batch * geometry_.members() * geometry_.chunk_size();
-  if (rebuild_scratch_.size() < needed) rebuild_scratch_ = AlignedBuffer(needed);
+  const uint64_t scratch = batch * geometry_.members() * geometry_.chunk_size();
+  if (rebuild_scratch_.size() < scratch) rebuild_scratch_ = AlignedBuffer(scratch);
   for (uint64_t at = first; at < last; at += batch) {
     const uint64_t end = std::min(at + batch, last);
     for (uint64_t stripe = at; stripe < end; ++stripe) locks_.lock(stripe);
-    Result<void> done = rebuild_rows(member, at, end, rebuild_scratch_.span());
+    uint64_t rows = 0;
+    Result<void> done =
+        rebuild_rows(member, at, end, rebuild_scratch_.span(), needed ? needed() : nullptr, rows);
+    if (rebuilt != nullptr) *rebuilt += rows;
     if (!done && target_failed != nullptr && done.error().code == kTargetFailed) {
       *target_failed = true;
     }
@@ -56,7 +60,8 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
 // target that fails to write is taken out (when it is being rebuilt in service) and reported
 // as kTargetFailed.
 Result<void> Volume::rebuild_rows(unsigned member, uint64_t first, uint64_t end,
-                                  std::span<std::byte> scratch) {
+                                  std::span<std::byte> scratch,
+                                  const std::function<bool(uint64_t)>& needed, uint64_t& rebuilt) {
   const uint64_t chunk = geometry_.chunk_size();
   const unsigned width = geometry_.members();
   for (;;) {
@@ -69,6 +74,7 @@ Result<void> Volume::rebuild_rows(unsigned member, uint64_t first, uint64_t end,
     std::vector<Row> rows;
     std::vector<PlannedIo> reads;
     for (uint64_t stripe = first; stripe < end; ++stripe) {
+      if (needed && !needed(stripe)) continue;  // the member holds it already
       const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
       Row row{};
       bool mine = false;
@@ -115,6 +121,7 @@ Result<void> Volume::rebuild_rows(unsigned member, uint64_t first, uint64_t end,
       if (members_.recovering(member)) members_.fail(member, why);
       return fail(kTargetFailed, "{}", why.message);
     }
+    rebuilt = rows.size();
     return {};
   }
 }
