@@ -90,6 +90,8 @@ std::optional<json> ArrayControl::handle(const json& request) {
     reply = remove_member(request);
   } else if (command == "add") {
     reply = add_device(request);
+  } else if (command == "re-add") {
+    reply = readd_device(request);
   } else if (command == "rebuild") {
     reply = start_rebuild();
   } else if (command == "speed") {
@@ -321,6 +323,39 @@ Result<json> ArrayControl::add_device(const json& request) {
     return json{{"device", *path}, {"rebuilding", *role}};
   }
   return json{{"device", *path}, {"spare", true}};
+}
+
+Result<json> ArrayControl::readd_device(const json& request) {
+  auto path = string_field(request, "device");
+  if (!path) return stripefs::fail(path.error());
+  std::lock_guard lock(mutex_);
+  // The daemon's own device (a member failed while mounted, or removed), or a new open.
+  Member* device = nullptr;
+  for (Member* m : owned_devices()) {
+    if (same_device(m->name(), *path)) device = m;
+  }
+  std::optional<OpenedDevice> opened;
+  if (device == nullptr) {
+    auto o = open_device(*path, *devices_.engine);
+    if (!o) return stripefs::fail(o.error());
+    opened = std::move(*o);
+    device = opened->member.get();
+  } else if (std::find(removed_.begin(), removed_.end(), device) != removed_.end()) {
+    auto l = lock_device(*path);
+    if (!l) return stripefs::fail(l.error());
+    set_lock(device, *l);
+  }
+  auto sb = read_superblock(*device);
+  if (!sb) return stripefs::fail(sb.error().code, "{}: {}", *path, sb.error().message);
+  const unsigned role = sb->role;
+  if (role >= array_.volume().geometry().members()) {
+    return stripefs::fail(EINVAL, "{}: role {} is not one of this array's", *path, role);
+  }
+  if (opened) devices_.adopt(std::move(*opened));  // the array needs it to outlive it
+  if (auto r = array_.readd(role, device); !r) return stripefs::fail(r.error());
+  std::erase(removed_, device);
+  fs_log().warn("control: {} re-added as role {}", *path, role);
+  return json{{"device", *path}, {"rebuilding", role}};
 }
 
 Result<json> ArrayControl::start_rebuild() {

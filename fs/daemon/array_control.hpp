@@ -6,6 +6,9 @@
 //   {"command": "add",    "device": PATH, "force": bool}
 //                                             rebuild onto it if a role is out of service,
 //                                             else keep it as a spare
+//   {"command": "re-add", "device": PATH}     md's --re-add: a member of this array that
+//                                             failed or was away rejoins its role, and only
+//                                             what the bitmap recorded since is rebuilt
 //   {"command": "rebuild"}                    start (onto a spare) or resume a rebuild
 //   {"command": "speed",  "min": SIZE, "max": SIZE}
 //                                             the rebuild's rate limits (per second)
@@ -64,6 +67,7 @@ class ArrayControl {
   Result<nlohmann::json> remove_member(const nlohmann::json& request);
   Result<nlohmann::json> add_device(const nlohmann::json& request);
   Result<nlohmann::json> start_rebuild();
+  Result<nlohmann::json> readd_device(const nlohmann::json& request);
   Result<nlohmann::json> speed(const nlohmann::json& request);
   Result<nlohmann::json> log_level(const nlohmann::json& request);
 

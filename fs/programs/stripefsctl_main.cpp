@@ -5,6 +5,7 @@
 //   stripefsctl [--json] [--socket PATH] stats [MOUNTPOINT]
 //   stripefsctl fail MOUNTPOINT MEMBER          stripefsctl remove MOUNTPOINT MEMBER
 //   stripefsctl add [--force] MOUNTPOINT DEVICE stripefsctl rebuild MOUNTPOINT
+//   stripefsctl re-add MOUNTPOINT DEVICE
 //   stripefsctl speed MOUNTPOINT [--min SIZE] [--max SIZE]
 //   stripefsctl log-level MOUNTPOINT LEVEL
 //
@@ -274,6 +275,11 @@ void print_done(const std::string& command, const json& reply, const std::string
     } else {
       std::printf("%s added as a spare\n", reply["device"].get<std::string>().c_str());
     }
+  } else if (command == "re-add") {
+    std::printf(
+        "%s re-added as role %u: rebuilding what it missed (stripefsctl status --wait %s)\n",
+        reply["device"].get<std::string>().c_str(), reply["rebuilding"].get<unsigned>(),
+        mountpoint.c_str());
   } else if (command == "rebuild") {
     std::printf("%s\n", reply.value("running", false) && reply["roles"].empty()
                             ? "a rebuild is running already"
@@ -314,6 +320,12 @@ int main(int argc, char** argv) {
   add->add_flag("--force", force, "take a device that holds another filesystem or array");
   add->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
   add->add_option("device", device, "the new device")->required();
+  auto* readd = app.add_subcommand(
+      "re-add",
+      "bring back a member that failed or was away; only what the bitmap recorded "
+      "since is rebuilt (md's --re-add)");
+  readd->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+  readd->add_option("device", device, "the member's device")->required();
   auto* rebuild = app.add_subcommand("rebuild", "start a rebuild onto a spare, or resume one");
   rebuild->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
   auto* speed = app.add_subcommand("speed", "the rebuild's rate limits (per second)");
@@ -334,10 +346,10 @@ int main(int argc, char** argv) {
   const std::string command = app.get_subcommands().front()->get_name();
   json request = {{"command", command}};
   if (command == "fail" || command == "remove") request["member"] = member;
-  if (command == "add") {
+  if (command == "add" || command == "re-add") {
     char resolved[PATH_MAX];
     request["device"] = realpath(device.c_str(), resolved) != nullptr ? resolved : device;
-    request["force"] = force;
+    if (command == "add") request["force"] = force;
   }
   if (command == "speed") {
     if (!min_text.empty()) request["min"] = min_text;

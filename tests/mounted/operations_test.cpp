@@ -278,6 +278,33 @@ TEST_F(Operations, ARebuildInterruptedByKill9ResumesFromItsCheckpoint) {
   ASSERT_NO_FATAL_FAILURE(expect_consistent(members));
 }
 
+// md's --re-add while mounted: a member that failed comes back, and only what the bitmap
+// recorded since is rebuilt on it, while the writer goes on.
+TEST_F(Operations, AFailedMemberIsReAddedWhileMounted) {
+  ASSERT_NO_FATAL_FAILURE(start({"5", 4}, "speed_limit_min=64M"));
+  ASSERT_NO_FATAL_FAILURE(start_writer());
+  const auto member = fs_.members()[1];
+  ASSERT_EQ(ctl("fail", "1").status, 0);
+  const size_t before = files();
+  while (files() < before + 16 && !HasFailure()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const Ctl back = ctl("re-add", "'" + member.string() + "'");
+  ASSERT_EQ(back.status, 0) << back.out;
+  EXPECT_NE(back.out.find("re-added as role 1"), std::string::npos) << back.out;
+  ASSERT_NO_FATAL_FAILURE(wait_task());
+  stop_writer();
+  nlohmann::json s = status();
+  EXPECT_EQ(s["state"], "clean");
+  EXPECT_EQ(s["members"][1]["path"], member.string());
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+  const Ctl again = ctl("re-add", "'" + member.string() + "'");
+  EXPECT_EQ(again.status, 1) << "in service again: " << again.out;
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
+}
+
 // RAID6 with two members failed rebuilds both, onto two new devices.
 TEST_F(Operations, Raid6RebuildsTwoFailedMembers) {
   ASSERT_NO_FATAL_FAILURE(start({"6", 5}, "speed_limit_min=64M"));
