@@ -4,9 +4,10 @@
 //    flight), as fast as the member goes; and the member I/O a rebuild does (every source
 //    read, the new device written, 4 MiB at a time, two batches in flight) done directly,
 //    without parity or stripe locks (every other member is a source: exact for RAID 1, 5
-//    and 6; at RAID10 a rebuild reads only the mirror, so there it is a generous baseline). On tmpfs the members share one memory bus and the CPUs,
-//    so a rebuild, which moves (members - 1) reads and a write per byte rebuilt, cannot
-//    match the first; the second shows what the engine itself costs;
+//    and 6; at RAID10 a rebuild reads only the mirror, so there it is a generous baseline). On
+//    tmpfs the members share one memory bus and the CPUs, so a rebuild, which moves (members - 1)
+//    reads and a write per byte rebuilt, cannot match the first; the second shows what the engine
+//    itself costs;
 //  - an unlimited rebuild of role 0 onto a new device with the array idle: member bytes
 //    written per second, and its ratio to the baseline;
 //  - full-stripe writes to the degraded array for a few seconds, alone and then beside a
