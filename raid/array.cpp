@@ -311,6 +311,29 @@ Member* Array::member_device(unsigned role) const {
   return role < by_role_.size() ? by_role_[role] : nullptr;
 }
 
+bool Array::runs_without(unsigned role) const {
+  const Level::Active others = [this, role](unsigned m) { return m != role && volume_->active(m); };
+  return Level::create(volume_->geometry())->survives(others);
+}
+
+Result<void> Array::fits(const Member& device) const {
+  std::lock_guard lock(mutex_);
+  const uint64_t needed = master_.data_offset + master_.data_size;
+  if (device.size() < needed) {
+    return fail(ENOSPC, "{}: {} bytes is too small (a member needs at least {})", device.name(),
+                device.size(), needed);
+  }
+  for (unsigned r = 0; r < master_.member_count; ++r) {
+    if (by_role_[r] == nullptr || !volume_->active(r)) continue;
+    if (device.limits().logical_block != by_role_[r]->limits().logical_block) {
+      return fail(EINVAL, "{}: logical block size {} differs from the array's {}", device.name(),
+                  device.limits().logical_block, by_role_[r]->limits().logical_block);
+    }
+    break;
+  }
+  return {};
+}
+
 Result<void> Array::fail_member(unsigned role) {
   const Geometry& g = volume_->geometry();
   if (role >= g.members()) {
@@ -319,8 +342,7 @@ Result<void> Array::fail_member(unsigned role) {
   if (!volume_->active(role) && !volume_->recovering(role)) {
     return fail(EINVAL, "role {} is out of service already", role);
   }
-  const Level::Active others = [this, role](unsigned m) { return m != role && volume_->active(m); };
-  if (volume_->active(role) && !Level::create(g)->survives(others)) {
+  if (volume_->active(role) && !runs_without(role)) {
     return fail(EBUSY, "role {} cannot be failed: the array cannot run without it", role);
   }
   volume_->fail_member(role, Error{ECANCELED, "failed on request"});

@@ -196,6 +196,13 @@ class Array {
   // The device role `role` holds (nullptr when missing): the one being rebuilt onto, once a
   // rebuild gave it a new one.
   Member* member_device(unsigned role) const;
+  // Whether the array keeps every byte without role `role`: the other roles in service are
+  // enough for its level.
+  bool runs_without(unsigned role) const;
+  // Whether `device` could take a role: large enough for a member's data area, and of the
+  // members' logical block size. rebuild() checks it before writing; callers that prepare a
+  // device (wipe it) ask first.
+  Result<void> fits(const Member& device) const;
 
   // Takes role `role` out of service at the administrator's request (md's --fail), and
   // returns once its failure is recorded in the other members' superblocks. Refused, nothing

@@ -58,7 +58,6 @@ Result<void> Array::recover_onto(unsigned role, Member* device, std::optional<ui
                 volume_->active(role) ? "in service" : "being rebuilt already");
   }
   Superblock record;
-  Member* any = nullptr;  // a member in service, for its block size
   {
     std::lock_guard lock(mutex_);
     for (unsigned r = 0; r < g.members(); ++r) {
@@ -66,23 +65,13 @@ Result<void> Array::recover_onto(unsigned role, Member* device, std::optional<ui
       if (by_role_[r] == device && !(since && r == role)) {
         return fail(EINVAL, "{} is a member of this array already", device->name());
       }
-      if (any == nullptr && volume_->active(r)) any = by_role_[r];
     }
     record = master_;
   }
-  const uint64_t needed = record.data_offset + record.data_size;
-  if (device->size() < needed) {
-    return fail(ENOSPC, "{}: {} bytes is too small for role {} (needs at least {})", device->name(),
-                device->size(), role, needed);
-  }
-  if (any != nullptr && device->limits().logical_block != any->limits().logical_block) {
-    return fail(EINVAL, "{}: logical block size {} differs from the array's {}", device->name(),
-                device->limits().logical_block, any->limits().logical_block);
-  }
+  if (auto f = fits(*device); !f) return f;
   // The others must hold everything without it: nothing is written to a device that could
   // not be rebuilt.
-  const Level::Active others = [this, role](unsigned m) { return m != role && volume_->active(m); };
-  if (!Level::create(g)->survives(others)) {
+  if (!runs_without(role)) {
     return fail(EIO, "role {} cannot be rebuilt: too many members are missing", role);
   }
   {

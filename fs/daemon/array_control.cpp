@@ -11,7 +11,6 @@
 
 #include "fs/core/fs_log.hpp"
 #include "fs/daemon/device_check.hpp"
-#include "raid/level.hpp"
 #include "raid/superblock.hpp"
 #include "raid/units.hpp"
 
@@ -208,11 +207,9 @@ std::vector<Member*> ArrayControl::owned_devices() const {
 
 std::optional<unsigned> ArrayControl::role_to_rebuild() const {
   Volume& volume = array_.volume();
-  const Geometry& g = volume.geometry();
-  for (unsigned role = 0; role < g.members(); ++role) {
+  for (unsigned role = 0; role < volume.geometry().members(); ++role) {
     if (volume.active(role) || volume.recovering(role)) continue;
-    const Level::Active others = [&](unsigned m) { return m != role && volume.active(m); };
-    if (Level::create(g)->survives(others)) return role;
+    if (array_.runs_without(role)) return role;
   }
   return std::nullopt;
 }
@@ -245,20 +242,7 @@ Result<void> ArrayControl::vet(Member& device, const std::string& path, bool for
   if (!signature->empty() && !force) {
     return stripefs::fail(EEXIST, "{} holds {}; use --force to overwrite it", path, *signature);
   }
-  const uint64_t needed = ours.data_offset + ours.data_size;
-  if (device.size() < needed) {
-    return stripefs::fail(ENOSPC, "{}: {} is too small (the array needs {} per member)", path,
-                          format_size(device.size()), format_size(needed));
-  }
-  for (unsigned role = 0; role < array_.volume().geometry().members(); ++role) {
-    const Member* m = array_.member_device(role);
-    if (m == nullptr || !array_.volume().active(role)) continue;
-    if (m->limits().logical_block != device.limits().logical_block) {
-      return stripefs::fail(EINVAL, "{}: logical block size {} differs from the array's {}", path,
-                            device.limits().logical_block, m->limits().logical_block);
-    }
-    break;
-  }
+  if (auto f = array_.fits(device); !f) return f;
   if (force && !signature->empty()) {
     if (auto w = wipe_signatures(path); !w) return stripefs::fail(w.error());
   }
@@ -351,8 +335,10 @@ Result<json> ArrayControl::readd_device(const json& request) {
   if (role >= array_.volume().geometry().members()) {
     return stripefs::fail(EINVAL, "{}: role {} is not one of this array's", *path, role);
   }
-  if (opened) devices_.adopt(std::move(*opened));  // the array needs it to outlive it
+  // Refused, a device opened here is closed again (nothing was written to it); taken, it is
+  // kept with the devices, as the array needs it to outlive it.
   if (auto r = array_.readd(role, device); !r) return stripefs::fail(r.error());
+  if (opened) devices_.adopt(std::move(*opened));
   std::erase(removed_, device);
   fs_log().warn("control: {} re-added as role {}", *path, role);
   return json{{"device", *path}, {"rebuilding", role}};
