@@ -290,6 +290,12 @@ const char* to_string(ArrayEvent::Kind kind) {
       return "rebuild-finished";
     case ArrayEvent::Kind::rebuild_failed:
       return "rebuild-failed";
+    case ArrayEvent::Kind::replace_started:
+      return "replace-started";
+    case ArrayEvent::Kind::replace_finished:
+      return "replace-finished";
+    case ArrayEvent::Kind::replace_failed:
+      return "replace-failed";
   }
   return "unknown";
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "raid/assembly.hpp"
+#include "raid/replacing_member.hpp"
 #include "raid/stripe_log.hpp"
 #include "raid/superblock.hpp"
 #include "raid/volume.hpp"
@@ -90,12 +92,15 @@ struct ResyncProgress {
   std::optional<Error> error;
 };
 
-// The background rebuild (md's recovery) of members onto new devices.
+// The background rebuild (md's recovery) of members onto new devices, and the hot replace
+// of members in service (md's --replace), which take turns on one thread.
 struct RebuildProgress {
-  std::vector<unsigned> roles;  // being rebuilt, or waiting to be
-  unsigned current = 0;         // the role being rebuilt now (when running)
-  uint64_t done = 0;            // stripes of the current role rebuilt (checkpoint included)
-  uint64_t total = 0;           // stripes of the array
+  std::vector<unsigned> roles;  // being rebuilt or replaced, or waiting to be
+  unsigned current = 0;         // the role being rebuilt or replaced now (when running)
+  bool replace = false;         // the current task is a hot replace
+  uint64_t done = 0;            // rebuild: stripes of the current role rebuilt (checkpoint
+                                // included); replace: bytes of the device copied
+  uint64_t total = 0;           // rebuild: stripes of the array; replace: bytes to copy
   uint64_t bytes = 0;           // member bytes of the current role brought in sync so far
   uint64_t written = 0;         // of those, rebuilt and written (less for a re-add)
   double seconds = 0;           // time spent rebuilding the current role so far
@@ -105,13 +110,22 @@ struct RebuildProgress {
 
 // What happened to the array, for whoever watches it (the daemon's log and event program).
 struct ArrayEvent {
-  enum class Kind { member_failed, rebuild_started, rebuild_finished, rebuild_failed };
+  enum class Kind {
+    member_failed,
+    rebuild_started,
+    rebuild_finished,
+    rebuild_failed,
+    replace_started,
+    replace_finished,
+    replace_failed
+  };
   Kind kind = Kind::member_failed;
   unsigned role = 0;
   std::string device;  // the device the event is about
   std::string detail;  // why (a failure's error), or "" when there is nothing to add
 };
-// "member-failed", "rebuild-started", "rebuild-finished", "rebuild-failed".
+// "member-failed", "rebuild-started", "rebuild-finished", "rebuild-failed",
+// "replace-started", "replace-finished", "replace-failed".
 const char* to_string(ArrayEvent::Kind kind);
 
 // Creates an array on `members` (in role order). Every member is checked first — the
@@ -181,6 +195,22 @@ class Array {
   // written) without a bitmap, for a device that holds no superblock of this array's role
   // `role`, for one newer than the array, and as rebuild() refuses.
   Result<void> readd(unsigned role, Member* device);
+  // Hot-replaces role `role`, in service, by `device` (md's --replace; array_replace.cpp):
+  // the old device keeps serving while a background task copies it onto `device` (a
+  // ReplacingMember stands in the Volume meanwhile and mirrors every write onto the copied
+  // part), so redundancy never drops. When the copy is complete, `device` takes the role
+  // (its superblock written, the others' events bumped twice, so the old device, if ever
+  // assembled again beside it, is told apart as the older one) and the old device leaves.
+  // `device` is a blank or foreign device the caller has vetted, which must outlive the
+  // array; its superblock block is zeroed first, so a replace cut short by a crash leaves it
+  // blank, never a member: the old device still holds the role, and the replace is started
+  // again. If the old device fails meanwhile (a write, or the copy's read), the replace
+  // becomes a rebuild of the role onto `device`; if `device` fails, the replace stops and the
+  // old device stays. Refused (nothing written) for a role not in service or being replaced,
+  // a device that is a member already, too small or of another block size.
+  Result<void> replace(unsigned role, Member* device);
+  // The device role `role` is being replaced by, or nullptr.
+  Member* replacement(unsigned role) const;
   RebuildProgress rebuild_progress() const;
   // Queues again the roles whose rebuild stopped short (a read error on a source, say) and
   // returns them; empty when every role being rebuilt is queued already.
@@ -240,6 +270,24 @@ class Array {
   void start_rebuilds(std::vector<unsigned> roles);
   void rebuild_loop();
   Result<void> rebuild_role(unsigned role);
+  // The hot replace of `role` (array_replace.cpp): the copy, then the handover or, cut
+  // short, the way back (the role's device again in the Volume).
+  Result<void> replace_role(unsigned role);
+  Result<void> finish_replace(unsigned role, ReplacingMember& copy);
+  Result<void> abandon_replace(unsigned role, ReplacingMember& copy, const Error& why);
+  // md's speed limits, shared by rebuild and replace: pace() waits after each round of
+  // `written` bytes for as long as the limits ask (waking early on a new limit or a stop).
+  struct Pacing {
+    std::chrono::steady_clock::time_point paced;
+    double allowed = 0;
+    uint64_t generation = 0;
+    uint64_t user_ios = 0;
+  };
+  Pacing start_pacing();
+  void pace(Pacing& pacing, uint64_t written);
+  // Bytes per round between rate checks: at most 16 MiB, about a quarter second's worth at
+  // the current limit.
+  uint64_t step_bytes() const;
   // rebuild() and readd(): the checks, the device's superblock, and the start; `since` for
   // a re-add.
   Result<void> recover_onto(unsigned role, Member* device, std::optional<uint64_t> since);
@@ -252,6 +300,11 @@ class Array {
   Superblock master_;
   std::vector<Member*> by_role_;
   std::vector<Uuid> member_uuids_;
+  // Per role, under mutex_: the hot replace under way, its ReplacingMember in the Volume.
+  // One that ended is kept in retired_ until the array goes (I/O submitted through it may
+  // still be in flight); declared before the Volume and its users, so it outlives them.
+  std::array<std::unique_ptr<ReplacingMember>, Geometry::kMaxMembers> replacing_;
+  std::vector<std::unique_ptr<ReplacingMember>> retired_;
   std::unique_ptr<Volume> volume_;
   std::unique_ptr<WriteIntent> intent_;    // destroyed before the Volume it records for
   std::unique_ptr<StripeLog> stripe_log_;  // likewise

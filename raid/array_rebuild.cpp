@@ -121,22 +121,36 @@ void Array::rebuild_loop() {
   while (!rebuild_stopping_ && !rebuild_queue_.empty()) {
     const unsigned role = rebuild_queue_.front();
     lock.unlock();
-    Result<void> done = rebuild_role(role);
-    Member* device = member_device(role);
+    bool replace = false;
+    Member* device = nullptr;
+    {
+      std::lock_guard state(mutex_);
+      replace = replacing_[role] != nullptr;
+      device = replace ? &replacing_[role]->replacement() : by_role_[role];
+    }
+    Result<void> done = replace ? replace_role(role) : rebuild_role(role);
+    if (!replace) device = member_device(role);
     lock.lock();
     rebuild_queue_.pop_front();
     const bool stopped = rebuild_stopping_;
     if (!done && !stopped) {
       rebuild_.error = done.error();
-      raid_log().error("rebuild of role {}: {}", role, done.error().message);
+      raid_log().error("{} of role {}: {}", replace ? "replace" : "rebuild", role,
+                       done.error().message);
     }
-    if (done || !stopped) {
-      std::erase(rebuild_.roles, role);
+    if (done || !stopped || replace) {
+      // One entry: a replace whose old device failed queued the role again, as a rebuild.
+      if (auto it = std::find(rebuild_.roles.begin(), rebuild_.roles.end(), role);
+          it != rebuild_.roles.end()) {
+        rebuild_.roles.erase(it);
+      }
     }
-    if (done ? volume_->active(role) : !stopped) {
+    if (replace ? (done || !stopped) : (done ? volume_->active(role) : !stopped)) {
+      using K = ArrayEvent::Kind;
+      const K kind = replace ? (done ? K::replace_finished : K::replace_failed)
+                             : (done ? K::rebuild_finished : K::rebuild_failed);
       lock.unlock();
-      emit({done ? ArrayEvent::Kind::rebuild_finished : ArrayEvent::Kind::rebuild_failed, role,
-            device != nullptr ? device->name() : "", done ? "" : done.error().message});
+      emit({kind, role, device != nullptr ? device->name() : "", done ? "" : done.error().message});
       lock.lock();
     }
   }
@@ -154,6 +168,7 @@ Result<void> Array::rebuild_role(unsigned role) {
   {
     std::lock_guard lock(rebuild_mutex_);
     rebuild_.current = role;
+    rebuild_.replace = false;
     rebuild_.done = stripe;
     rebuild_.total = stripes;
     rebuild_.bytes = 0;  // the rate (and so the ETA) is this role's
@@ -181,17 +196,7 @@ Result<void> Array::rebuild_role(unsigned role) {
       };
     };
   }
-  const VolumeStats at_start = volume_->stats();
-  uint64_t user_ios = at_start.member_read_ios + at_start.member_write_ios;
-  // Pacing: `allowed` is the seconds of rebuild the limits allow since `paced`; a change of
-  // the limits (speed_generation_) starts the account afresh, and wakes a waiting rebuild.
-  double allowed = 0;
-  auto paced = started;
-  uint64_t generation = 0;
-  {
-    std::lock_guard lock(rebuild_mutex_);
-    generation = speed_generation_;
-  }
+  Pacing pacing = start_pacing();
   auto window = started;
   while (stripe < stripes) {
     {
@@ -201,13 +206,8 @@ Result<void> Array::rebuild_role(unsigned role) {
     if (!volume_->recovering(role)) {
       return fail(EIO, "role {} ({}) failed while it was rebuilt", role, by_role_[role]->name());
     }
-    // A round is at most kStepBytes, and about a quarter second's worth at the current
-    // limit, so a slow rebuild still moves (and can be stopped) in small steps.
-    const uint64_t limit =
-        speed_max_.load() == 0 ? 0 : std::max(speed_min_.load(), speed_max_.load());
-    const uint64_t bytes = limit == 0 ? kStepBytes : std::min(kStepBytes, limit / 4);
     const uint64_t count =
-        std::min(std::max<uint64_t>(1, bytes / g.chunk_size()), stripes - stripe);
+        std::min(std::max<uint64_t>(1, step_bytes() / g.chunk_size()), stripes - stripe);
     bool target_failed = false;
     uint64_t rebuilt = 0;
     if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed, needed, &rebuilt);
@@ -224,27 +224,7 @@ Result<void> Array::rebuild_role(unsigned role) {
       rebuild_.seconds += seconds_since(window);
     }
     window = std::chrono::steady_clock::now();
-    // md's speed limits: the minimum while the array has other I/O, up to the maximum when
-    // it has none. The Volume counts only user I/O (the rebuild's goes to the members
-    // directly).
-    const VolumeStats now = volume_->stats();
-    const uint64_t ios = now.member_read_ios + now.member_write_ios;
-    const uint64_t rate = ios != user_ios ? speed_min_.load() : speed_max_.load();
-    user_ios = ios;
-    allowed += rate == 0 ? 0.0 : static_cast<double>(written) / static_cast<double>(rate);
-    const double ahead = allowed - seconds_since(paced);
-    if (ahead > 0) {
-      std::unique_lock lock(rebuild_mutex_);
-      rebuild_cv_.wait_for(lock, std::chrono::duration<double>(ahead),
-                           [&] { return rebuild_stopping_ || speed_generation_ != generation; });
-      if (speed_generation_ != generation) {
-        generation = speed_generation_;
-        allowed = 0;
-        paced = std::chrono::steady_clock::now();
-      }
-    } else if (ahead < -1.0) {
-      allowed = seconds_since(paced) - 1.0;  // no credit hoarded while slower than allowed
-    }
+    pace(pacing, written);
     if (std::chrono::steady_clock::now() - checkpointed >= kCheckpointEvery) {
       if (auto r = record_checkpoint(role, stripe); !r) return r;
       checkpointed = std::chrono::steady_clock::now();
@@ -272,6 +252,48 @@ Result<void> Array::rebuild_role(unsigned role) {
   raid_log().warn("array {}: role {} ({}) rebuilt in {:.1f} s", format_uuid(master_.array_uuid),
                   role, by_role_[role]->name(), seconds_since(started));
   return write_superblocks();
+}
+
+uint64_t Array::step_bytes() const {
+  // A slow task still moves (and can be stopped) in small steps.
+  const uint64_t limit =
+      speed_max_.load() == 0 ? 0 : std::max(speed_min_.load(), speed_max_.load());
+  return limit == 0 ? kStepBytes : std::min(kStepBytes, limit / 4);
+}
+
+Array::Pacing Array::start_pacing() {
+  Pacing p;
+  p.paced = std::chrono::steady_clock::now();
+  const VolumeStats at_start = volume_->stats();
+  p.user_ios = at_start.member_read_ios + at_start.member_write_ios;
+  std::lock_guard lock(rebuild_mutex_);
+  p.generation = speed_generation_;
+  return p;
+}
+
+// `allowed` is the seconds of work the limits allow since `paced`; a change of the limits
+// (speed_generation_) starts the account afresh, and wakes a waiting task.
+void Array::pace(Pacing& p, uint64_t written) {
+  // md's speed limits: the minimum while the array has other I/O, up to the maximum when it
+  // has none. The Volume counts only user I/O (a rebuild's goes to the members directly).
+  const VolumeStats now = volume_->stats();
+  const uint64_t ios = now.member_read_ios + now.member_write_ios;
+  const uint64_t rate = ios != p.user_ios ? speed_min_.load() : speed_max_.load();
+  p.user_ios = ios;
+  p.allowed += rate == 0 ? 0.0 : static_cast<double>(written) / static_cast<double>(rate);
+  const double ahead = p.allowed - seconds_since(p.paced);
+  if (ahead > 0) {
+    std::unique_lock lock(rebuild_mutex_);
+    rebuild_cv_.wait_for(lock, std::chrono::duration<double>(ahead),
+                         [&] { return rebuild_stopping_ || speed_generation_ != p.generation; });
+    if (speed_generation_ != p.generation) {
+      p.generation = speed_generation_;
+      p.allowed = 0;
+      p.paced = std::chrono::steady_clock::now();
+    }
+  } else if (ahead < -1.0) {
+    p.allowed = seconds_since(p.paced) - 1.0;  // no credit hoarded while slower than allowed
+  }
 }
 
 Result<void> Array::copy_member_areas(unsigned role) {

@@ -53,6 +53,12 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   const Superblock& master = out.superblock;
   out.by_role.assign(master.member_count, nullptr);
   std::vector<const Found*> claimed(master.member_count, nullptr);
+  // Devices that held a role another device took over since (a hot replace, a rebuild onto a
+  // new device): older by events than the role's holder, and left out.
+  std::vector<const Found*> superseded;
+  auto is_superseded = [&](const Found& f) {
+    return std::find(superseded.begin(), superseded.end(), &f) != superseded.end();
+  };
   for (const Found& f : found) {
     if (f.sb.array_uuid != master.array_uuid) {
       return fail(EINVAL, "member {}: array_uuid {} differs from {} of member {}", f.member->name(),
@@ -69,13 +75,27 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
       return fail(EINVAL, "member {}: role {} but the array has {} members", f.member->name(),
                   f.sb.role, master.member_count);
     }
-    if (claimed[f.sb.role] != nullptr) {
-      return fail(EINVAL, "members {} and {} both claim role {}; give only one of them",
-                  claimed[f.sb.role]->member->name(), f.member->name(), f.sb.role);
+    if (const Found* other = claimed[f.sb.role]; other != nullptr) {
+      // Which holds the array's data cannot be chosen silently when neither is newer (a copy
+      // of a member, say).
+      if (other->sb.events == f.sb.events) {
+        return fail(EINVAL, "members {} and {} both claim role {}; give only one of them",
+                    other->member->name(), f.member->name(), f.sb.role);
+      }
+      const Found* older = other->sb.events < f.sb.events ? other : &f;
+      const Found* newer = older == other ? &f : other;
+      superseded.push_back(older);
+      notes.push_back(
+          fmt::format("member {} (role {}, events {}) was replaced by {} (events {}); kept out",
+                      older->member->name(), f.sb.role, older->sb.events, newer->member->name(),
+                      newer->sb.events));
+      claimed[f.sb.role] = newer;
+      continue;
     }
     claimed[f.sb.role] = &f;
   }
   for (const Found& f : found) {
+    if (is_superseded(f)) continue;
     // Split brain: both were run (fresh) without the other. Neither history can be chosen
     // silently.
     if (&f != &freshest && f.sb.events + 1 >= master.events &&
@@ -90,6 +110,7 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   std::vector<const Found*> stale;   // behind the freshest
   std::vector<const Found*> failed;  // recorded as failed by the freshest
   for (const Found& f : found) {
+    if (is_superseded(f)) continue;
     if (master.member_states[f.sb.role] == MemberState::rebuilding) {
       // Its own checkpoint says how far it got; one that missed events since is rebuilt
       // whole (what it missed below its checkpoint is unknown).

@@ -40,8 +40,11 @@ struct Assembly {
 // (highest events) speaks for it. Refuses, with a line naming the member and field, a
 // device that holds no stripefs superblock (ENODATA; with `force` it is kept out and named
 // in `notes` instead, like a damaged one), members of different arrays or
-// geometries, a role the array does not have, two members claiming one role (EINVAL), and
-// two members that were each run without the other (split brain, EUCLEAN).
+// geometries, a role the array does not have, two members claiming one role with the same
+// events (a copy of a member: EINVAL), and two members that were each run without the other
+// (split brain, EUCLEAN). Of two claiming one role with different events, the older held it
+// before another device took it over (a hot replace, a rebuild onto a new device): it is
+// kept out and named in `notes`.
 // A member whose superblock is damaged is kept out and named in `notes`. Members one event
 // behind the freshest count as current (superblocks are written one member after another,
 // and a crash between two writes must not cost a member). Members further behind, or

@@ -72,10 +72,15 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     return;
   }
   // Missing members (nullptr) get no I/O; their slot only keeps indexes aligned.
+  // Each slot read once: a role's device may be swapped meanwhile (a hot replace).
   static const DeviceLimits kNone{};
+  std::vector<Member*> devices(members.size());
   std::vector<const DeviceLimits*> limits;
   limits.reserve(members.size());
-  for (Member* m : members) limits.push_back(m ? &m->limits() : &kNone);
+  for (size_t i = 0; i < members.size(); ++i) {
+    devices[i] = load_member(members, i);
+    limits.push_back(devices[i] ? &devices[i]->limits() : &kNone);
+  }
   std::vector<MergedRequest> requests = merge_ios(std::move(ios), limits);
 
   // One allocation per batch: the count-down, the failures and the caller's callback
@@ -96,7 +101,7 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     request.fua = fua;
     request.iov = std::move(merged.iov);
     const uint64_t expected = request.length();
-    Member* device = members[merged.member];
+    Member* device = devices[merged.member];
     request.done = [batch, device, op, member = merged.member, tags = std::move(merged.tags),
                     expected](int64_t result) {
       const bool ok = result >= 0 && static_cast<uint64_t>(result) == expected;

@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -70,6 +71,16 @@ class Member {
   DeviceLimits limits_;
   std::atomic<uint64_t> reads_{0}, writes_{0}, read_bytes_{0}, written_bytes_{0}, errors_{0};
 };
+
+// A slot of a member table that may change while I/O runs (MemberSet::swap_device): read and
+// written atomically, so a submitter sees either device, never a torn pointer.
+inline Member* load_member(std::span<Member* const> members, size_t index) {
+  return std::atomic_ref<Member*>(const_cast<Member*&>(members[index]))
+      .load(std::memory_order_acquire);
+}
+inline void store_member(std::span<Member*> members, size_t index, Member* device) {
+  std::atomic_ref<Member*>(members[index]).store(device, std::memory_order_release);
+}
 
 // Blocking helpers for setup paths (superblocks, tests, tools). Never call them from a
 // completion callback: they wait for one.

@@ -32,7 +32,7 @@ void MemberSet::fail(unsigned member, const Error& why) {
     recovered_[member].store(0, std::memory_order_release);
   }
   raid_log().error("member {} ({}) failed: {}", member,
-                   members_[member] ? members_[member]->name() : "missing", why.message);
+                   (*this)[member] ? (*this)[member]->name() : "missing", why.message);
   if (listener) listener(member, why);
 }
 
@@ -73,16 +73,20 @@ void MemberSet::hold_out(unsigned member) {
 }
 
 void MemberSet::restore(unsigned member) {
-  if (members_[member] != nullptr) active_[member].store(true, std::memory_order_release);
+  if ((*this)[member] != nullptr) active_[member].store(true, std::memory_order_release);
 }
 
 void MemberSet::start_recovery(unsigned member, Member* device, uint64_t recovered) {
   // The pointer is published by the stores below: whoever sees the member in sync for a
   // stripe (an acquire load) sees the device too.
-  members_[member] = device;
+  store_member(members_, member, device);
   incarnation_[member].fetch_add(1, std::memory_order_acq_rel);
   recovered_[member].store(recovered, std::memory_order_release);
   recovering_[member].store(true, std::memory_order_release);
+}
+
+void MemberSet::swap_device(unsigned member, Member* device) {
+  store_member(members_, member, device);
 }
 
 void MemberSet::set_recovered(unsigned member, uint64_t stripes) {

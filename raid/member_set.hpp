@@ -32,7 +32,9 @@ class MemberSet {
   explicit MemberSet(std::vector<Member*> members);
 
   unsigned size() const { return static_cast<unsigned>(members_.size()); }
-  Member* operator[](unsigned index) const { return members_[index]; }
+  // A role's device may change while I/O runs (swap_device), so it is read atomically, here
+  // and by submit_ios.
+  Member* operator[](unsigned index) const { return load_member(members_, index); }
   // Every role's member, nullptr where missing: what submit_ios takes.
   std::span<Member* const> all() const { return members_; }
 
@@ -84,6 +86,12 @@ class MemberSet {
   }
   // The rebuild is complete: the member serves reads too.
   void finish_recovery(unsigned member);
+
+  // Role `member`, in service, is served by `device` from now on (a hot replace puts its
+  // ReplacingMember in, and the replacement at the end). I/O already submitted finishes on
+  // the device it went to, which must outlive it; nothing else changes: the role stays in
+  // service, its incarnation the same.
+  void swap_device(unsigned member, Member* device);
 
   // Which device a role holds: bumped each time a new device takes the role. A failure
   // remembers the incarnation that failed, so whoever records it late (after a rebuild gave

@@ -132,6 +132,9 @@ class Volume {
   bool recovering(unsigned member) const { return members_.recovering(member); }
   uint64_t recovered(unsigned member) const { return members_.recovered(member); }
   void finish_recovery(unsigned member) { members_.finish_recovery(member); }
+  // Role `member`, in service, is served by `device` from now on (MemberSet::swap_device):
+  // a hot replace's ReplacingMember, then the replacement.
+  void swap_member(unsigned member, Member* device) { members_.swap_device(member, device); }
   // Which device a role holds, and which one its last failure was about (MemberSet).
   uint64_t incarnation(unsigned member) const { return members_.incarnation(member); }
   uint64_t failed_incarnation(unsigned member) const { return members_.failed_incarnation(member); }

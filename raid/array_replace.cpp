@@ -1,0 +1,183 @@
+// Hot replace (md's --replace): a member in service is copied onto a new device while it keeps
+// serving, and hands its role over only once the copy is complete. The copy runs on the
+// rebuild thread, in turn with rebuilds, paced by the same limits; the ReplacingMember that
+// stands in the Volume meanwhile keeps the copied part current.
+#include <cstring>
+
+#include "raid/aligned_buffer.hpp"
+#include "raid/array.hpp"
+#include "raid/log.hpp"
+
+namespace stripefs {
+
+Result<void> Array::replace(unsigned role, Member* device) {
+  const Geometry& g = volume_->geometry();
+  if (role >= g.members()) {
+    return fail(EINVAL, "role {}: the array has {} members", role, g.members());
+  }
+  if (device == nullptr) return fail(EINVAL, "no device given for role {}", role);
+  if (!volume_->active(role)) {
+    return fail(
+        EBUSY, "role {} is not in service: {}", role,
+        volume_->recovering(role) ? "it is being rebuilt" : "add a device to rebuild it instead");
+  }
+  Member* old = nullptr;
+  uint64_t end = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (replacing_[role]) {
+      return fail(EBUSY, "role {} is being replaced already (by {})", role,
+                  replacing_[role]->replacement().name());
+    }
+    for (unsigned r = 0; r < g.members(); ++r) {
+      if (by_role_[r] == device) {
+        return fail(EINVAL, "{} is a member of this array already", device->name());
+      }
+      if (replacing_[r] && &replacing_[r]->replacement() == device) {
+        return fail(EINVAL, "{} is replacing role {} already", device->name(), r);
+      }
+    }
+    old = by_role_[role];
+    end = master_.data_offset + master_.data_size;
+  }
+  if (auto f = fits(*device); !f) return f;
+  // Whatever identity it had goes first: cut short, the replace leaves it blank.
+  AlignedBuffer blank(kSuperblockSize);
+  std::memset(blank.data(), 0, blank.size());
+  if (auto w = member_write(*device, kSuperblockOffset, blank.span(), /*fua=*/true); !w) {
+    return fail(w.error().code, "{}: {}", device->name(), w.error().message);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (replacing_[role] || !volume_->active(role)) {
+      return fail(EBUSY, "role {} changed meanwhile; try again", role);
+    }
+    replacing_[role] =
+        std::make_unique<ReplacingMember>(*old, *device, kSuperblockOffset + kSuperblockSize, end);
+    volume_->swap_member(role, replacing_[role].get());
+  }
+  raid_log().warn("array {}: replacing role {} ({}) by {}", format_uuid(superblock().array_uuid),
+                  role, old->name(), device->name());
+  emit({ArrayEvent::Kind::replace_started, role, device->name(), old->name()});
+  start_rebuilds({role});
+  return {};
+}
+
+Member* Array::replacement(unsigned role) const {
+  std::lock_guard lock(mutex_);
+  return role < replacing_.size() && replacing_[role] ? &replacing_[role]->replacement() : nullptr;
+}
+
+Result<void> Array::replace_role(unsigned role) {
+  ReplacingMember* copy = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    copy = replacing_[role].get();
+  }
+  if (copy == nullptr) return fail(EINVAL, "role {} is not being replaced", role);
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t total = copy->end() - copy->begin();
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    rebuild_.current = role;
+    rebuild_.replace = true;
+    rebuild_.done = 0;
+    rebuild_.total = total;
+    rebuild_.bytes = 0;
+    rebuild_.written = 0;
+    rebuild_.seconds = 0;
+  }
+  Pacing pacing = start_pacing();
+  auto window = started;
+  while (!copy->complete()) {
+    {
+      std::lock_guard lock(rebuild_mutex_);
+      if (rebuild_stopping_) {
+        return abandon_replace(role, *copy,
+                               Error{ECANCELED,
+                                     "the array closed before the copy was complete; "
+                                     "run the replace again"});
+      }
+    }
+    if (!volume_->active(role)) {
+      return abandon_replace(
+          role, *copy,
+          Error{EIO, fmt::format("role {} ({}) failed", role, copy->old_device().name())});
+    }
+    const uint64_t before = copy->copied();
+    const Result<void> step = copy->copy(step_bytes());
+    const uint64_t moved = copy->copied() - before;
+    {
+      std::lock_guard lock(rebuild_mutex_);
+      rebuild_.done = copy->copied() - copy->begin();
+      rebuild_.bytes += moved;
+      rebuild_.written += moved;
+      rebuild_.seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - window).count();
+    }
+    window = std::chrono::steady_clock::now();
+    if (!step) return abandon_replace(role, *copy, step.error());
+    pace(pacing, moved);
+  }
+  if (auto r = finish_replace(role, *copy); !r) return abandon_replace(role, *copy, r.error());
+  raid_log().warn(
+      "array {}: role {} replaced by {} in {:.1f} s", format_uuid(superblock().array_uuid), role,
+      copy->replacement().name(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return {};
+}
+
+// Every byte is on the replacement and every write since went to both: it takes the role.
+Result<void> Array::finish_replace(unsigned role, ReplacingMember& copy) {
+  Member& device = copy.replacement();
+  if (auto f = member_flush(device); !f) return f;
+  if (auto failed = copy.replacement_failed()) return fail(*failed);
+  std::lock_guard lock(mutex_);
+  if (!volume_->active(role)) return fail(EIO, "role {} failed at the end of the copy", role);
+  by_role_[role] = &device;
+  member_uuids_[role] = generate_uuid();
+  ++master_.events;
+  if (auto w = write_superblocks(); !w) return w;
+  volume_->swap_member(role, &device);
+  retired_.push_back(std::move(replacing_[role]));
+  // A second record puts the old device two events behind, so an assembly given both tells
+  // which one holds the role.
+  ++master_.events;
+  return write_superblocks();
+}
+
+// Cut short: the old device serves alone again. If it is the one that failed, the role is
+// rebuilt onto the replacement instead, as md does.
+Result<void> Array::abandon_replace(unsigned role, ReplacingMember& copy, const Error& why) {
+  Member& old = copy.old_device();
+  Member& device = copy.replacement();
+  {
+    std::lock_guard lock(mutex_);
+    if (by_role_[role] == &device) {
+      // The handover was under way (its superblocks could not all be written): the role
+      // stays with the replacement, which holds everything; the failed write failed a member.
+      volume_->swap_member(role, &device);
+      retired_.push_back(std::move(replacing_[role]));
+      return fail(why);
+    }
+    volume_->swap_member(role, &old);
+    retired_.push_back(std::move(replacing_[role]));
+  }
+  const bool old_failed = copy.old_failed() || !volume_->active(role);
+  if (copy.old_failed() && volume_->active(role)) {
+    volume_->fail_member(role, Error{EIO, fmt::format("{}: read failed while it was copied onto {}",
+                                                      old.name(), device.name())});
+  }
+  if (old_failed && !copy.replacement_failed()) {
+    raid_log().warn("role {}: {} failed while it was replaced; rebuilding onto {}", role,
+                    old.name(), device.name());
+    if (auto r = rebuild(role, &device); !r) {
+      return fail(why.code, "{}; rebuilding onto {} instead: {}", why.message, device.name(),
+                  r.error().message);
+    }
+    return fail(why.code, "{}; rebuilding onto {} instead", why.message, device.name());
+  }
+  return fail(why);
+}
+
+}  // namespace stripefs

@@ -1,0 +1,172 @@
+#include "raid/replacing_member.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "raid/aligned_buffer.hpp"
+
+namespace stripefs {
+
+namespace {
+
+// The most a write over the piece being copied waits for: one piece's read and write.
+constexpr uint64_t kPieceBytes = 2u << 20;
+
+}  // namespace
+
+ReplacingMember::ReplacingMember(Member& old, Member& replacement, uint64_t begin, uint64_t end)
+    : Member(old.name(), old.size(), old.limits()),
+      old_(old),
+      replacement_(replacement),
+      begin_(begin),
+      end_(end),
+      copied_(begin) {}
+
+uint64_t ReplacingMember::copied() const {
+  std::lock_guard lock(mutex_);
+  return copied_;
+}
+
+std::optional<Error> ReplacingMember::replacement_failed() const {
+  std::lock_guard lock(mutex_);
+  return replacement_error_;
+}
+
+bool ReplacingMember::old_failed() const {
+  std::lock_guard lock(mutex_);
+  return old_failed_;
+}
+
+bool ReplacingMember::overlaps_writing(uint64_t begin, uint64_t end) const {
+  return std::any_of(writing_.begin(), writing_.end(),
+                     [&](const Writing& w) { return w.begin < end && begin < w.end; });
+}
+
+void ReplacingMember::submit(MemberRequest request) {
+  if (request.op == MemberOp::read) return old_.submit(std::move(request));
+  bool mirror = false;
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const bool live = !replacement_error_.has_value();
+    if (request.op == MemberOp::flush) {
+      mirror = live;
+    } else if (request.offset >= begin_ && live) {
+      const uint64_t begin = request.offset, end = begin + request.length();
+      if (copying_ && begin < copying_->second && copying_->first < end) {
+        waiting_.push_back(std::move(request));  // sent on once the piece is copied
+        return;
+      }
+      mirror = begin < copied_;
+      if (end > copied_) {  // a later piece's copy waits for it
+        id = next_id_++;
+        writing_.push_back({id, begin, end});
+      }
+    }
+  }
+  forward(std::move(request), mirror, id);
+}
+
+void ReplacingMember::forward(MemberRequest request, bool mirror, uint64_t id) {
+  const MemberOp op = request.op;
+  const uint64_t length = request.length();
+  auto done = std::move(request.done);
+  if (!mirror) {
+    request.done = [this, op, length, id, done = std::move(done)](int64_t result) {
+      old_.count(op, result >= 0 ? length : 0, result >= 0);
+      if (id != 0) finished(id);
+      done(result);
+    };
+    return old_.submit(std::move(request));
+  }
+  // Both devices; the caller hears the old one's result once both answered.
+  struct Pair {
+    std::mutex mutex;
+    int answered = 0;
+    int64_t old_result = 0;
+    std::function<void(int64_t)> done;
+  };
+  auto pair = std::make_shared<Pair>();
+  pair->done = std::move(done);
+  auto answer = [this, pair, id](bool from_old, int64_t result) {
+    std::function<void(int64_t)> done;
+    int64_t old_result = 0;
+    {
+      std::lock_guard lock(pair->mutex);
+      if (from_old) pair->old_result = result;
+      if (++pair->answered < 2) return;
+      done = std::move(pair->done);
+      old_result = pair->old_result;
+    }
+    if (id != 0) finished(id);
+    done(old_result);
+  };
+  MemberRequest copy = request;  // the same buffers: both devices get the same bytes
+  request.done = [this, op, length, answer](int64_t result) {
+    old_.count(op, result >= 0 ? length : 0, result >= 0);
+    answer(true, result);
+  };
+  copy.done = [this, op, length, answer](int64_t result) {
+    const bool ok =
+        result >= 0 && (op == MemberOp::flush || static_cast<uint64_t>(result) == length);
+    replacement_.count(op, ok ? length : 0, ok);
+    if (!ok) {
+      const int error = result < 0 ? static_cast<int>(-result) : EIO;
+      note_replacement_failure(Error{
+          error, fmt::format("{}: {} failed: {}", replacement_.name(),
+                             op == MemberOp::flush ? "flush" : "write", std::strerror(error))});
+    }
+    answer(false, result);
+  };
+  old_.submit(std::move(request));
+  replacement_.submit(std::move(copy));
+}
+
+void ReplacingMember::finished(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(writing_, [id](const Writing& w) { return w.id == id; });
+  if (copying_) drained_.notify_all();
+}
+
+void ReplacingMember::note_replacement_failure(const Error& why) {
+  std::lock_guard lock(mutex_);
+  if (!replacement_error_) replacement_error_ = why;
+}
+
+Result<void> ReplacingMember::copy(uint64_t length) {
+  AlignedBuffer buffer(
+      static_cast<size_t>(std::min(kPieceBytes, std::max<uint64_t>(length, 4096))));
+  uint64_t at = copied();
+  const uint64_t stop = std::min(end_, at + length);
+  while (at < stop) {
+    const uint64_t piece = std::min<uint64_t>(buffer.size(), stop - at);
+    {
+      std::unique_lock lock(mutex_);
+      if (replacement_error_) return fail(*replacement_error_);
+      copying_ = {at, at + piece};
+      drained_.wait(lock, [&] { return !overlaps_writing(at, at + piece); });
+    }
+    auto data = buffer.span().first(piece);
+    Result<void> done = member_read(old_, at, data);
+    if (!done) {
+      std::lock_guard lock(mutex_);
+      old_failed_ = true;
+    } else if (done = member_write(replacement_, at, data); !done) {
+      note_replacement_failure(done.error());
+    }
+    std::vector<MemberRequest> waiting;
+    {
+      std::lock_guard lock(mutex_);
+      if (done) copied_ = at + piece;
+      copying_.reset();
+      waiting = std::exchange(waiting_, {});
+    }
+    for (MemberRequest& r : waiting) submit(std::move(r));
+    if (!done) return fail(done.error());  // it names the device
+    at += piece;
+  }
+  return {};
+}
+
+}  // namespace stripefs

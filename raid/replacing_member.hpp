@@ -1,0 +1,87 @@
+// A role's device while it is hot-replaced (md's --replace): stands in the Volume for the old
+// device, which keeps serving every read, and mirrors each write onto the replacement once
+// the range it touches has been copied there. copy() moves the copied part up, a piece at a
+// time, so the replacement is a full copy when it reaches the end and never lags behind
+// what was written: there is no moment at which the array has less redundancy than before.
+//
+// A piece is copied without stripe locks: writes that overlap it and arrive meanwhile wait
+// here (queued, not blocked) until it is copied, and the copy waits for the writes already in
+// flight over it, so the replacement never gets a stale copy of bytes written meanwhile.
+// Writes elsewhere go on. This covers the whole device from `begin` (the metadata areas,
+// the write-intent bitmap and the journal, as well as the data), so their copies on the
+// replacement are as current as the data's.
+//
+// Failures: a write or flush the old device fails is reported to the caller as the old
+// device's result (the Volume then fails the role, and the replace stops). A write the
+// replacement fails marks the replacement failed: nothing more goes to it, and the caller
+// still gets the old device's result.
+//
+// Lock order: mutex_ is a leaf; nothing is submitted under it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "raid/member.hpp"
+#include "raid/result.hpp"
+
+namespace stripefs {
+
+class ReplacingMember final : public Member {
+ public:
+  // `old` and `replacement` must outlive this wrapper, and so must it every request
+  // submitted through it. Bytes [begin, end) of `old` are to be copied (the superblock below
+  // `begin` is each device's own).
+  ReplacingMember(Member& old, Member& replacement, uint64_t begin, uint64_t end);
+
+  void submit(MemberRequest request) override;
+
+  // Copies [copied(), min(copied() + length, end)) from the old device onto the
+  // replacement and mirrors writes below it from then on. Blocking; one caller at a time.
+  // An error says which device failed: old_failed() or replacement_failed() tells.
+  Result<void> copy(uint64_t length);
+
+  Member& old_device() const { return old_; }
+  Member& replacement() const { return replacement_; }
+  uint64_t begin() const { return begin_; }
+  uint64_t end() const { return end_; }
+  uint64_t copied() const;
+  bool complete() const { return copied() >= end_; }
+  // The replacement refused a write or a flush (or the copy's write): it gets nothing more.
+  std::optional<Error> replacement_failed() const;
+  // The copy could not read the old device.
+  bool old_failed() const;
+
+ private:
+  struct Writing {
+    uint64_t id;
+    uint64_t begin, end;
+  };
+
+  // Forwards `request` (a write or flush) to the old device and, when `mirror`, to the
+  // replacement; `id` is its entry in writing_ (0: none).
+  void forward(MemberRequest request, bool mirror, uint64_t id);
+  void finished(uint64_t id);
+  void note_replacement_failure(const Error& why);
+  bool overlaps_writing(uint64_t begin, uint64_t end) const;  // under mutex_
+
+  Member& old_;
+  Member& replacement_;
+  const uint64_t begin_, end_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable drained_;
+  uint64_t copied_;                                       // bytes below it are mirrored
+  std::optional<std::pair<uint64_t, uint64_t>> copying_;  // the piece being copied
+  std::vector<Writing> writing_;                          // writes in flight over uncopied bytes
+  std::vector<MemberRequest> waiting_;  // writes over the piece, until it is copied
+  uint64_t next_id_ = 1;
+  std::optional<Error> replacement_error_;
+  bool old_failed_ = false;
+};
+
+}  // namespace stripefs
