@@ -211,6 +211,10 @@ class Array {
   Result<void> replace(unsigned role, Member* device);
   // The device role `role` is being replaced by, or nullptr.
   Member* replacement(unsigned role) const;
+  // Stops the hot replace of `role` (md's --fail on the replacement): the old device serves
+  // on, the new one gets nothing more, and the replace ends as failed ("stopped on
+  // request"). Refused for a role not being replaced.
+  Result<void> cancel_replace(unsigned role);
   RebuildProgress rebuild_progress() const;
   // Queues again the roles whose rebuild stopped short (a read error on a source, say) and
   // returns them; empty when every role being rebuilt is queued already.

@@ -68,6 +68,17 @@ Member* Array::replacement(unsigned role) const {
   return role < replacing_.size() && replacing_[role] ? &replacing_[role]->replacement() : nullptr;
 }
 
+Result<void> Array::cancel_replace(unsigned role) {
+  {
+    std::lock_guard lock(mutex_);
+    if (role >= replacing_.size() || !replacing_[role]) {
+      return fail(EINVAL, "role {} is not being replaced", role);
+    }
+    replacing_[role]->fail_replacement(Error{ECANCELED, "the replace was stopped on request"});
+  }
+  return {};  // the copy sees it at its next step
+}
+
 Result<void> Array::replace_role(unsigned role) {
   ReplacingMember* copy = nullptr;
   {

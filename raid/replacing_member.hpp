@@ -53,6 +53,8 @@ class ReplacingMember final : public Member {
   bool complete() const { return copied() >= end_; }
   // The replacement refused a write or a flush (or the copy's write): it gets nothing more.
   std::optional<Error> replacement_failed() const;
+  // From now on the replacement gets nothing more, and copy() fails with `why`.
+  void fail_replacement(const Error& why) { note_replacement_failure(why); }
   // The copy could not read the old device.
   bool old_failed() const;
 

@@ -91,6 +91,8 @@ std::optional<json> ArrayControl::handle(const json& request) {
     reply = add_device(request);
   } else if (command == "re-add") {
     reply = readd_device(request);
+  } else if (command == "replace") {
+    reply = replace_device(request);
   } else if (command == "rebuild") {
     reply = start_rebuild();
   } else if (command == "speed") {
@@ -130,7 +132,26 @@ Result<unsigned> ArrayControl::role_of(const json& member) const {
   return stripefs::fail(ENODEV, "{}: not a member of this array", text);
 }
 
+std::optional<unsigned> ArrayControl::replacing(const Member* device) const {
+  for (unsigned role = 0; role < array_.volume().geometry().members(); ++role) {
+    if (device != nullptr && array_.replacement(role) == device) return role;
+  }
+  return std::nullopt;
+}
+
 Result<json> ArrayControl::fail_member(const json& request) {
+  // The new device of a hot replace: failing it stops the replace (md: --fail on the
+  // replacement), and the old device serves on.
+  if (const json& member = request.value("member", json()); member.is_string()) {
+    for (Member* m : owned_devices()) {
+      if (!same_device(m->name(), member.get<std::string>())) continue;
+      if (auto role = replacing(m)) {
+        if (auto r = array_.cancel_replace(*role); !r) return stripefs::fail(r.error());
+        fs_log().warn("control: the replace of role {} by {} stopped on request", *role, m->name());
+        return json{{"role", *role}, {"replace_stopped", true}};
+      }
+    }
+  }
   auto role = role_of(request.value("member", json()));
   if (!role) return stripefs::fail(role.error());
   Member* device = array_.member_device(*role);
@@ -165,6 +186,10 @@ Result<json> ArrayControl::remove_member(const json& request) {
     if (device == nullptr) return stripefs::fail(r.error());
   }
   if (device == nullptr) return stripefs::fail(ENODEV, "role {} has no device", *role);
+  if (auto replaced = replacing(device)) {
+    return stripefs::fail(EBUSY, "{} is replacing role {}: fail it first to stop the replace",
+                          device->name(), *replaced);
+  }
   Volume& volume = array_.volume();
   if (role && (volume.active(*role) || volume.recovering(*role))) {
     return stripefs::fail(EBUSY, "{} (role {}) is {}: fail it first", device->name(), *role,
@@ -344,6 +369,59 @@ Result<json> ArrayControl::readd_device(const json& request) {
   return json{{"device", *path}, {"rebuilding", role}};
 }
 
+Result<json> ArrayControl::replace_device(const json& request) {
+  auto role = role_of(request.value("member", json()));
+  if (!role) return stripefs::fail(role.error());
+  auto path = string_field(request, "device");
+  if (!path) return stripefs::fail(path.error());
+  const bool force = request.value("force", false);
+  std::lock_guard lock(mutex_);
+  Member* old = array_.member_device(*role);
+  const unsigned members = array_.volume().geometry().members();
+  for (unsigned r = 0; r < members; ++r) {
+    Member* m = array_.member_device(r);
+    if (m != nullptr && same_device(m->name(), *path)) {
+      return stripefs::fail(EEXIST, "{} is role {} of this array already", *path, r);
+    }
+  }
+  // A spare is taken as it is (vetted when it was added); a device the daemon holds but no
+  // role does (a failed member, one kept out at mount) is vetted again; any other is opened.
+  for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+    if (!same_device(it->member->name(), *path)) continue;
+    Member* device = it->member.get();
+    if (auto r = array_.replace(*role, device); !r) return stripefs::fail(r.error());
+    devices_.adopt(std::move(*it));
+    spares_.erase(it);
+    replaced_.emplace_back(old, device);
+    fs_log().warn("control: replacing role {} ({}) by spare {}", *role, old->name(), *path);
+    return json{{"role", *role}, {"device", *path}, {"old", old->name()}};
+  }
+  Member* device = nullptr;
+  for (Member* m : owned_devices()) {
+    if (same_device(m->name(), *path) && !holds_role(m)) device = m;
+  }
+  std::optional<OpenedDevice> opened;
+  if (device != nullptr) {
+    if (std::find(removed_.begin(), removed_.end(), device) != removed_.end()) {
+      auto l = lock_device(*path);
+      if (!l) return stripefs::fail(l.error());
+      set_lock(device, *l);
+    }
+  } else {
+    auto o = open_device(*path, *devices_.engine);
+    if (!o) return stripefs::fail(o.error());
+    opened = std::move(*o);
+    device = opened->member.get();
+  }
+  if (auto v = vet(*device, *path, force); !v) return stripefs::fail(v.error());
+  if (auto r = array_.replace(*role, device); !r) return stripefs::fail(r.error());
+  if (opened) devices_.adopt(std::move(*opened));
+  std::erase(removed_, device);
+  replaced_.emplace_back(old, device);
+  fs_log().warn("control: replacing role {} ({}) by {}", *role, old->name(), *path);
+  return json{{"role", *role}, {"device", *path}, {"old", old->name()}};
+}
+
 Result<json> ArrayControl::start_rebuild() {
   std::lock_guard lock(mutex_);
   json started = json::array();
@@ -425,9 +503,16 @@ json ArrayControl::extra_members_json() const {
   for (Member* m : owned_devices()) {
     if (holds_role(m)) continue;  // on its role's line (state "removed" if removed)
     const bool removed = std::find(removed_.begin(), removed_.end(), m) != removed_.end();
+    // Left its role to a hot replace's new device (not failed: it served until the end).
+    const bool replaced = std::any_of(replaced_.begin(), replaced_.end(), [&](const auto& r) {
+      return r.first == m && holds_role(r.second);
+    });
+    if (replacing(m)) continue;  // on its role's line, as its replacement
     const MemberCounters c = m->counters();
     out.push_back({{"path", m->name()},
-                   {"state", removed ? "removed" : "faulty"},
+                   {"state", removed    ? "removed"
+                             : replaced ? "replaced"
+                                        : "faulty"},
                    {"reads", c.reads},
                    {"writes", c.writes},
                    {"read_bytes", c.read_bytes},

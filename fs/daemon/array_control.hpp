@@ -1,11 +1,16 @@
 // The control plane's array commands, on a mounted filesystem's daemon: what an mdadm user
 // does on the day a disk dies, through the control socket (control.hpp).
 //
-//   {"command": "fail",   "member": M}        take a member out of service (md's --fail)
+//   {"command": "fail",   "member": M}        take a member out of service (md's --fail); M
+//                                             the new device of a hot replace: stop it
 //   {"command": "remove", "member": M}        forget a spare, or a failed member
 //   {"command": "add",    "device": PATH, "force": bool}
 //                                             rebuild onto it if a role is out of service,
 //                                             else keep it as a spare
+//   {"command": "replace", "member": M, "device": PATH, "force": bool}
+//                                             md's --replace: M keeps serving while it is
+//                                             copied onto PATH (a spare, or a new device),
+//                                             which then takes its role
 //   {"command": "re-add", "device": PATH}     md's --re-add: a member of this array that
 //                                             failed or was away rejoins its role, and only
 //                                             what the bitmap recorded since is rebuilt
@@ -49,7 +54,8 @@ class ArrayControl {
   std::optional<nlohmann::json> handle(const nlohmann::json& request);
 
   // The devices no role holds, for status: spares, failed members replaced since (faulty,
-  // with their I/O figures) and removed ones: {"path", "state": "spare"|"faulty"|"removed"}.
+  // with their I/O figures), members a hot replace took over from, and removed ones:
+  // {"path", "state": "spare"|"faulty"|"replaced"|"removed"}.
   nlohmann::json extra_members_json() const;
   // Whether `device` was removed (it may still hold its failed role).
   bool removed(const Member* device) const;
@@ -68,12 +74,15 @@ class ArrayControl {
   Result<nlohmann::json> add_device(const nlohmann::json& request);
   Result<nlohmann::json> start_rebuild();
   Result<nlohmann::json> readd_device(const nlohmann::json& request);
+  Result<nlohmann::json> replace_device(const nlohmann::json& request);
   Result<nlohmann::json> speed(const nlohmann::json& request);
   Result<nlohmann::json> log_level(const nlohmann::json& request);
 
   // Every device the daemon opened for the array: the mount's and those added since.
   std::vector<Member*> owned_devices() const;
   bool holds_role(const Member* device) const;
+  // The role `device` is the hot replacement of, if it is one.
+  std::optional<unsigned> replacing(const Member* device) const;
   // Replaces the flock descriptor the devices keep for `device` (-1: none; the old closed).
   void set_lock(const Member* device, int lock);
   // Whether `device` (at `path`) may be rebuilt onto: no other array or filesystem on it
@@ -97,6 +106,9 @@ class ArrayControl {
   mutable std::mutex mutex_;  // guards spares_ and removed_; taken before the array's locks
   std::vector<OpenedDevice> spares_;
   std::vector<Member*> removed_;  // devices the daemon keeps open but never uses again
+  // Hot replaces asked for: {old device, new device}. The old one is "replaced" in status
+  // once the new one holds the role.
+  std::vector<std::pair<Member*, Member*>> replaced_;
 
   std::mutex events_mutex_;  // guards events_ and stopping_ (a leaf)
   std::condition_variable events_cv_;

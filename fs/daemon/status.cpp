@@ -37,15 +37,16 @@ json counters_json(const Member* m) {
           {"errors", c.errors}};
 }
 
-// The running task, in member bytes: a rebuild (per role) or a resync.
+// The running task, in member bytes: a rebuild or a hot replace (per role), or a resync.
 json task_json(Array& array) {
   const Geometry& g = array.volume().geometry();
   const RebuildProgress rebuild = array.rebuild_progress();
   if (rebuild.running) {
     const double rate = rebuild.seconds > 0 ? rebuild.bytes / rebuild.seconds : 0.0;
-    const uint64_t done = rebuild.done * g.chunk_size(), total = rebuild.total * g.chunk_size();
+    const uint64_t unit = rebuild.replace ? 1 : g.chunk_size();  // a replace counts bytes
+    const uint64_t done = rebuild.done * unit, total = rebuild.total * unit;
     return {
-        {"kind", "rebuild"},
+        {"kind", rebuild.replace ? "replace" : "rebuild"},
         {"role", rebuild.current},
         {"queued", rebuild.roles.size()},
         {"done", done},
@@ -73,7 +74,7 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
   Volume& volume = array.volume();
   nlohmann::json members = nlohmann::json::array();  // the array's view (kept for scripts)
   nlohmann::json all = nlohmann::json::array();      // every device, spares included
-  bool rebuilding = false;
+  bool rebuilding = false, replacing = false;
   for (unsigned i = 0; i < volume.geometry().members(); ++i) {
     Member* m = array.member_device(i);
     const std::string state = control != nullptr && m != nullptr && control->removed(m)
@@ -84,6 +85,12 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
     json entry = {{"role", i}, {"path", m != nullptr ? m->name() : ""}, {"state", state}};
     entry.update(counters_json(m));
     all.push_back(entry);
+    if (Member* r = array.replacement(i)) {  // the new device of a hot replace
+      replacing = true;
+      json next = {{"role", i}, {"path", r->name()}, {"state", "replacement"}};
+      next.update(counters_json(r));
+      all.push_back(next);
+    }
   }
   size_t spares = 0;
   if (control != nullptr) {
@@ -99,6 +106,7 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
   const std::string state = volume.failed()    ? "failed"
                             : rebuilding       ? "rebuilding"
                             : degraded         ? "degraded"
+                            : replacing        ? "replacing"
                             : !resync.finished ? "resyncing"
                                                : "clean";
   std::string action;
@@ -119,6 +127,12 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
     action = spares > 0 ? "Start the rebuild onto the spare with 'stripefsctl rebuild'."
                         : "Replace the failed member: 'stripefsctl add MOUNTPOINT DEVICE' "
                           "rebuilds onto a new device.";
+  } else if (state == "replacing") {
+    action =
+        "Wait for the replace to finish (stripefsctl status --wait); the old device serves "
+        "until then.";
+  } else if (state == "clean" && rebuild.error && !rebuild.running) {
+    action = "The last replace or rebuild stopped: " + rebuild.error->message + ".";
   } else if (state == "resyncing") {
     action = "Wait for the resync to finish; the array is usable meanwhile.";
   }

@@ -6,6 +6,7 @@
 //   stripefsctl fail MOUNTPOINT MEMBER          stripefsctl remove MOUNTPOINT MEMBER
 //   stripefsctl add [--force] MOUNTPOINT DEVICE stripefsctl rebuild MOUNTPOINT
 //   stripefsctl re-add MOUNTPOINT DEVICE
+//   stripefsctl replace [--force] MOUNTPOINT MEMBER DEVICE
 //   stripefsctl speed MOUNTPOINT [--min SIZE] [--max SIZE]
 //   stripefsctl log-level MOUNTPOINT LEVEL
 //
@@ -195,10 +196,9 @@ int wait_for_task(const std::string& socket_path, bool as_json) {
       if (as_json) {
         std::printf("%s\n", s->dump(2).c_str());
       } else {
-        std::printf("%s: %s%s\n", (*s)["mountpoint"].get<std::string>().c_str(), state.c_str(),
-                    failure.is_string()
-                        ? (" (rebuild failed: " + failure.get<std::string>() + ")").c_str()
-                        : "");
+        std::printf(
+            "%s: %s%s\n", (*s)["mountpoint"].get<std::string>().c_str(), state.c_str(),
+            failure.is_string() ? (" (stopped: " + failure.get<std::string>() + ")").c_str() : "");
       }
       return state == "failed" || failure.is_string() ? 1 : 0;
     }
@@ -260,7 +260,16 @@ std::string find_socket(const std::string& mountpoint, std::string& error) {
 
 // What a command the daemon carried out did, in a line.
 void print_done(const std::string& command, const json& reply, const std::string& mountpoint) {
-  if (command == "fail") {
+  if (command == "fail" && reply.value("replace_stopped", false)) {
+    std::printf("the replace of role %u stopped; the old device serves on\n",
+                reply["role"].get<unsigned>());
+  } else if (command == "replace") {
+    std::printf(
+        "replacing role %u (%s) by %s: the old device serves until the copy is "
+        "complete (stripefsctl status --wait %s)\n",
+        reply["role"].get<unsigned>(), reply["old"].get<std::string>().c_str(),
+        reply["device"].get<std::string>().c_str(), mountpoint.c_str());
+  } else if (command == "fail") {
     std::printf("role %u failed; the array runs degraded (stripefsctl status %s)\n",
                 reply["role"].get<unsigned>(), mountpoint.c_str());
   } else if (command == "remove") {
@@ -326,6 +335,14 @@ int main(int argc, char** argv) {
       "since is rebuilt (md's --re-add)");
   readd->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
   readd->add_option("device", device, "the member's device")->required();
+  auto* replace = app.add_subcommand(
+      "replace",
+      "hot-replace a member in service by a new device: the member serves while it is "
+      "copied, and leaves once the copy is complete (md's --replace)");
+  replace->add_flag("--force", force, "take a device that holds another filesystem or array");
+  replace->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+  replace->add_option("member", member, "the member's device path or role number")->required();
+  replace->add_option("device", device, "the new device (or a spare)")->required();
   auto* rebuild = app.add_subcommand("rebuild", "start a rebuild onto a spare, or resume one");
   rebuild->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
   auto* speed = app.add_subcommand("speed", "the rebuild's rate limits (per second)");
@@ -345,11 +362,13 @@ int main(int argc, char** argv) {
   }
   const std::string command = app.get_subcommands().front()->get_name();
   json request = {{"command", command}};
-  if (command == "fail" || command == "remove") request["member"] = member;
-  if (command == "add" || command == "re-add") {
+  if (command == "fail" || command == "remove" || command == "replace") {
+    request["member"] = member;
+  }
+  if (command == "add" || command == "re-add" || command == "replace") {
     char resolved[PATH_MAX];
     request["device"] = realpath(device.c_str(), resolved) != nullptr ? resolved : device;
-    if (command == "add") request["force"] = force;
+    if (command != "re-add") request["force"] = force;
   }
   if (command == "speed") {
     if (!min_text.empty()) request["min"] = min_text;
