@@ -5,7 +5,9 @@
 #include "raid/array.hpp"
 
 #include <algorithm>
+#include <cstring>
 
+#include "raid/aligned_buffer.hpp"
 #include "raid/array_opening.hpp"
 #include "raid/log.hpp"
 
@@ -130,6 +132,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   }
   std::unique_ptr<Array> array(new Array(sb, a.assembly.by_role, std::move(uuids),
                                          std::move(a.volume), std::move(a.assembly.notes)));
+  array->spares_ = a.assembly.spares;
   array->intent_ = std::move(a.intent);
   array->stripe_log_ = std::move(a.stripe_log);
   array->logging_ = options.log_partial_stripes;
@@ -221,6 +224,20 @@ Array::~Array() {
 Superblock Array::superblock() const {
   std::lock_guard lock(mutex_);
   return master_;
+}
+
+Result<void> Array::record_spare(Member& device, bool spare) {
+  if (!spare) {
+    AlignedBuffer blank(kSuperblockSize);
+    std::memset(blank.data(), 0, blank.size());
+    return member_write(device, kSuperblockOffset, blank.span(), /*fua=*/true);
+  }
+  if (auto f = fits(device); !f) return f;
+  Superblock sb = superblock();
+  sb.role = kSpareRole;
+  sb.member_uuid = generate_uuid();
+  sb.rebuild_checkpoint = kNotRebuilding;
+  return write_superblock(device, sb);
 }
 
 Result<void> Array::write_superblocks() {

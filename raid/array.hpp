@@ -227,6 +227,12 @@ class Array {
   std::pair<uint64_t, uint64_t> rebuild_speed() const { return {speed_min_, speed_max_}; }
   Superblock superblock() const;
   const std::vector<std::string>& notes() const { return notes_; }
+  // The spares assembly found among the devices given to open() (Assembly::spares).
+  const std::vector<Member*>& spares() const { return spares_; }
+  // Writes a spare's superblock on `device` (md's spare: the array's, with no role), so the
+  // next assembly given it knows it as a spare of this array; `device` must fit (fits()).
+  // record_spare(device, false) wipes it again (a spare removed for good).
+  Result<void> record_spare(Member& device, bool spare = true);
   // The device role `role` holds (nullptr when missing): the one being rebuilt onto, once a
   // rebuild gave it a new one.
   Member* member_device(unsigned role) const;
@@ -314,6 +320,7 @@ class Array {
   std::unique_ptr<StripeLog> stripe_log_;  // likewise
   bool logging_ = true;                    // OpenOptions::log_partial_stripes
   std::vector<std::string> notes_;
+  std::vector<Member*> spares_;
   // Re-added members between their rebuild and their first superblock write: held out of
   // I/O, but written to, so they are current before they serve.
   std::vector<unsigned> rejoining_;

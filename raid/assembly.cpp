@@ -28,7 +28,7 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
     Member* member;
     Superblock sb;
   };
-  std::vector<Found> found;
+  std::vector<Found> found, spares;
   std::vector<std::string> notes;
   for (Member* m : members) {
     auto sb = read_superblock(*m);
@@ -42,7 +42,14 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
       notes.push_back(fmt::format("{} (kept out)", sb.error().message));
       continue;
     }
+    if (sb->spare()) {
+      spares.push_back({m, *sb});
+      continue;
+    }
     found.push_back({m, *sb});
+  }
+  if (found.empty() && !spares.empty()) {
+    return fail(EIO, "only spares given: no member holds a role");
   }
   if (found.empty()) return fail(EIO, "no member has a readable superblock");
   // The freshest superblock speaks for the array.
@@ -51,6 +58,18 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   Assembly out;
   out.superblock = freshest.sb;
   const Superblock& master = out.superblock;
+  for (const Found& s : spares) {
+    if (s.sb.array_uuid != master.array_uuid) {
+      return fail(EINVAL, "spare {}: array_uuid {} differs from {} of member {}", s.member->name(),
+                  format_uuid(s.sb.array_uuid), format_uuid(master.array_uuid),
+                  freshest.member->name());
+    }
+    if (auto field = geometry_mismatch(s.sb, master)) {
+      return fail(EINVAL, "spare {}: {} differs from member {}", s.member->name(), *field,
+                  freshest.member->name());
+    }
+    out.spares.push_back(s.member);
+  }
   out.by_role.assign(master.member_count, nullptr);
   std::vector<const Found*> claimed(master.member_count, nullptr);
   // Devices that held a role another device took over since (a hot replace, a rebuild onto a

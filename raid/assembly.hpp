@@ -25,6 +25,8 @@ struct Assembly {
     std::string note;  // why it is kept out, for when it cannot be re-added
   };
   std::vector<Returning> returning;
+  // Spares of this array (their superblock says so): no role, kept for a rebuild.
+  std::vector<Member*> spares;
   // Recorded as being rebuilt when the array stopped: they rejoin from their own
   // superblock's checkpoint (member bytes below which they are rebuilt; 0 for one that
   // missed events since, which is rebuilt whole).
@@ -37,10 +39,11 @@ struct Assembly {
 };
 
 // Reads every member's superblock and decides which members form the array; the freshest
-// (highest events) speaks for it. Refuses, with a line naming the member and field, a
-// device that holds no stripefs superblock (ENODATA; with `force` it is kept out and named
-// in `notes` instead, like a damaged one), members of different arrays or
-// geometries, a role the array does not have, two members claiming one role with the same
+// (highest events) speaks for it. Spares of the array (Superblock::spare) are set apart in
+// `spares`; they never speak for it, and are refused when they are all that is given. Refuses, with
+// a line naming the member and field, a device that holds no stripefs superblock (ENODATA; with
+// `force` it is kept out and named in `notes` instead, like a damaged one), members of different
+// arrays or geometries, a role the array does not have, two members claiming one role with the same
 // events (a copy of a member: EINVAL), and two members that were each run without the other
 // (split brain, EUCLEAN). Of two claiming one role with different events, the older held it
 // before another device took it over (a hot replace, a rebuild onto a new device): it is

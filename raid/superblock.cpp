@@ -68,7 +68,7 @@ Result<void> check_fields(const Superblock& sb, std::string_view where) {
     return fail(EINVAL, "member {}: superblock member_count {} is out of range (1..{})", where,
                 count, Geometry::kMaxMembers);
   }
-  if (sb.role >= count) {
+  if (sb.role >= count && sb.role != kSpareRole) {
     return fail(EINVAL, "member {}: superblock role {} is not below member_count {}", where,
                 sb.role, count);
   }

@@ -16,7 +16,8 @@
 //       88      1  level                RaidLevel value: 0, 1, 5, 6 or 10
 //       89      1  layout               ParityLayout value: 0..3 (md's ALGORITHM_*)
 //       90      2  member_count         1..64
-//       92      2  role                 this member's index, 0..member_count-1
+//       92      2  role                 this member's index, 0..member_count-1; 0xffff
+//                                       on a spare (md's spare: no role until a rebuild)
 //       94      2  reserved
 //       96      4  chunk_size           bytes; a power of two >= 4096
 //      100      4  reserved
@@ -66,6 +67,7 @@ constexpr uint16_t kSuperblockMajor = 1;
 constexpr uint16_t kSuperblockMinor = 0;
 constexpr size_t kLabelSize = 32;
 constexpr uint64_t kNotRebuilding = std::numeric_limits<uint64_t>::max();
+constexpr uint16_t kSpareRole = 0xffff;
 
 // Byte offsets of each field inside the 4 KiB block; see the table above.
 namespace superblock_layout {
@@ -136,6 +138,8 @@ struct Superblock {
   bool unlogged() const { return (flags & kFlagUnlogged) != 0; }
   void set_unlogged(bool on) { flags = on ? flags | kFlagUnlogged : flags & ~kFlagUnlogged; }
   bool rebuilding() const { return rebuild_checkpoint != kNotRebuilding; }
+  // A spare of the array: it holds no role (and none of its data) until a rebuild gives it one.
+  bool spare() const { return role == kSpareRole; }
 
   bool operator==(const Superblock&) const = default;
 };

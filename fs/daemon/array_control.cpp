@@ -66,6 +66,7 @@ ArrayControl::ArrayControl(Array& array, Devices& devices, std::string mountpoin
       devices_(devices),
       mountpoint_(std::move(mountpoint)),
       program_(std::move(event_program)) {
+  spares_ = array_.spares();  // given at mount, with a spare's superblock
   event_thread_ = std::thread([this] { event_loop(); });
   array_.set_event_listener([this](const ArrayEvent& e) { on_array_event(e); });
 }
@@ -166,11 +167,15 @@ Result<json> ArrayControl::remove_member(const json& request) {
   const json& member = request.value("member", json());
   const std::string text = member.is_string() ? member.get<std::string>() : "";
   for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-    if (!text.empty() && same_device(it->member->name(), text)) {
-      const std::string name = it->member->name();
-      spares_.erase(it);  // nothing was ever submitted to it but its vetting reads
-      fs_log().warn("control: spare {} removed", name);
-      return json{{"spare", name}};
+    if (!text.empty() && same_device((*it)->name(), text)) {
+      Member* spare = *it;
+      // Its spare's superblock goes, so the next mount does not take it back.
+      if (auto w = array_.record_spare(*spare, false); !w) return stripefs::fail(w.error());
+      spares_.erase(it);
+      set_lock(spare, -1);
+      removed_.push_back(spare);
+      fs_log().warn("control: spare {} removed", spare->name());
+      return json{{"spare", spare->name()}};
     }
   }
   // A device the array gave up: a failed member, still in its role or replaced since.
@@ -241,12 +246,10 @@ std::optional<unsigned> ArrayControl::role_to_rebuild() const {
 
 Result<void> ArrayControl::use_spare(unsigned role) {
   if (spares_.empty()) return stripefs::fail(ENODEV, "no spare");
-  OpenedDevice spare = std::move(spares_.front());
+  Member* device = spares_.front();
+  // If the rebuild refuses it, it stays with the devices unused (its lock kept) rather than
+  // becoming a spare again.
   spares_.erase(spares_.begin());
-  Member* device = spare.member.get();
-  // Adopted before the rebuild, which needs it to outlive the array; if the rebuild refuses
-  // it, it stays with the devices unused (its lock kept) rather than becoming a spare again.
-  devices_.adopt(std::move(spare));
   return array_.rebuild(role, device);
 }
 
@@ -295,19 +298,17 @@ Result<json> ArrayControl::add_device(const json& request) {
       return stripefs::fail(EEXIST, "{} is role {} of this array already", *path, role);
     }
   }
-  for (const OpenedDevice& s : spares_) {
-    if (same_device(s.member->name(), *path)) {
+  for (Member* s : spares_) {
+    if (same_device(s->name(), *path)) {
       return stripefs::fail(EEXIST, "{} is a spare already", *path);
     }
   }
   // A device the daemon holds already but no role does (kept out at mount for a damaged
-  // superblock, or failed and replaced since): rebuilt onto in place, never a spare.
+  // superblock, failed and replaced since, removed): rebuilt onto in place, or a spare again.
   for (Member* m : owned_devices()) {
     if (!same_device(m->name(), *path) || holds_role(m)) continue;
+    if (replacing(m)) return stripefs::fail(EBUSY, "{} is replacing a member", *path);
     const auto role = role_to_rebuild();
-    if (!role) {
-      return stripefs::fail(EALREADY, "{}: no role is out of service to rebuild onto", *path);
-    }
     if (auto v = vet(*m, *path, force); !v) return stripefs::fail(v.error());
     const bool was_removed = std::find(removed_.begin(), removed_.end(), m) != removed_.end();
     if (was_removed) {
@@ -315,6 +316,13 @@ Result<json> ArrayControl::add_device(const json& request) {
       auto lock = lock_device(*path);
       if (!lock) return stripefs::fail(lock.error());
       set_lock(m, *lock);
+    }
+    if (!role) {
+      if (auto w = array_.record_spare(*m); !w) return stripefs::fail(w.error());
+      std::erase(removed_, m);
+      spares_.push_back(m);
+      fs_log().warn("control: {} added back as a spare", *path);
+      return json{{"device", *path}, {"spare", true}};
     }
     if (auto r = array_.rebuild(*role, m); !r) return stripefs::fail(r.error());
     std::erase(removed_, m);
@@ -324,7 +332,10 @@ Result<json> ArrayControl::add_device(const json& request) {
   auto opened = open_device(*path, *devices_.engine);
   if (!opened) return stripefs::fail(opened.error());
   if (auto v = vet(*opened->member, *path, force); !v) return stripefs::fail(v.error());
-  spares_.push_back(std::move(*opened));
+  // Recorded on the device (md's spare superblock), so a mount given it knows it again; kept
+  // by the devices from now on (the array needs whatever it rebuilds onto to outlive it).
+  if (auto w = array_.record_spare(*opened->member); !w) return stripefs::fail(w.error());
+  spares_.push_back(devices_.adopt(std::move(*opened)));
   fs_log().warn("control: {} added as a spare", *path);
   if (auto role = role_to_rebuild()) {
     if (auto r = use_spare(*role); !r) return stripefs::fail(r.error());
@@ -377,6 +388,14 @@ Result<json> ArrayControl::replace_device(const json& request) {
   const bool force = request.value("force", false);
   std::lock_guard lock(mutex_);
   Member* old = array_.member_device(*role);
+  // What the array would refuse, refused before the device is vetted (which may wipe it).
+  if (!array_.volume().active(*role)) {
+    return stripefs::fail(EBUSY, "role {} is not in service: add a device to rebuild it instead",
+                          *role);
+  }
+  if (Member* busy = array_.replacement(*role)) {
+    return stripefs::fail(EBUSY, "role {} is being replaced already (by {})", *role, busy->name());
+  }
   const unsigned members = array_.volume().geometry().members();
   for (unsigned r = 0; r < members; ++r) {
     Member* m = array_.member_device(r);
@@ -387,10 +406,9 @@ Result<json> ArrayControl::replace_device(const json& request) {
   // A spare is taken as it is (vetted when it was added); a device the daemon holds but no
   // role does (a failed member, one kept out at mount) is vetted again; any other is opened.
   for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-    if (!same_device(it->member->name(), *path)) continue;
-    Member* device = it->member.get();
+    if (!same_device((*it)->name(), *path)) continue;
+    Member* device = *it;
     if (auto r = array_.replace(*role, device); !r) return stripefs::fail(r.error());
-    devices_.adopt(std::move(*it));
     spares_.erase(it);
     replaced_.emplace_back(old, device);
     fs_log().warn("control: replacing role {} ({}) by spare {}", *role, old->name(), *path);
@@ -429,7 +447,7 @@ Result<json> ArrayControl::start_rebuild() {
   while (!spares_.empty()) {
     auto role = role_to_rebuild();
     if (!role) break;
-    const std::string name = spares_.front().member->name();
+    const std::string name = spares_.front()->name();
     if (auto r = use_spare(*role); !r) return stripefs::fail(r.error());
     post({"spare-used", name, *role, ""});
     started.push_back(*role);
@@ -495,13 +513,14 @@ bool ArrayControl::removed(const Member* device) const {
 json ArrayControl::extra_members_json() const {
   std::lock_guard lock(mutex_);
   json out = json::array();
-  for (const OpenedDevice& s : spares_) {
-    out.push_back({{"path", s.member->name()}, {"state", "spare"}});
+  for (Member* s : spares_) {
+    out.push_back({{"path", s->name()}, {"state", "spare"}});
   }
   // Devices no role holds (a failed member replaced by a rebuild, or one kept out at mount),
   // as md lists a faulty device until it is removed; and the removed ones.
   for (Member* m : owned_devices()) {
     if (holds_role(m)) continue;  // on its role's line (state "removed" if removed)
+    if (std::find(spares_.begin(), spares_.end(), m) != spares_.end()) continue;
     const bool removed = std::find(removed_.begin(), removed_.end(), m) != removed_.end();
     // Left its role to a hot replace's new device (not failed: it served until the end).
     const bool replaced = std::any_of(replaced_.begin(), replaced_.end(), [&](const auto& r) {
@@ -554,7 +573,7 @@ void ArrayControl::event_loop() {
               fmt::format("{} member(s) out of service", volume.missing_members())});
         std::lock_guard state(mutex_);
         if (auto role = role_to_rebuild(); role && !spares_.empty()) {
-          const std::string name = spares_.front().member->name();
+          const std::string name = spares_.front()->name();
           if (auto r = use_spare(*role); r) {
             post({"spare-used", name, *role, ""});
           } else {

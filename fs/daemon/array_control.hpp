@@ -27,8 +27,8 @@
 // run as PROGRAM EVENT MOUNTPOINT DEVICE ROLE DETAIL, one at a time, on a thread of the
 // daemon's own. A member failing while a spare is kept starts a rebuild onto the spare.
 //
-// Spares are the daemon's for this mount: they are not recorded on disk until a rebuild
-// gives them a role.
+// A spare gets a spare's superblock (md's: the array's, with no role), so a mount given it
+// again (or finding it by UUID=) keeps it as a spare; removing it wipes that superblock.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -103,8 +103,8 @@ class ArrayControl {
   const std::string mountpoint_;
   const std::string program_;
 
-  mutable std::mutex mutex_;  // guards spares_ and removed_; taken before the array's locks
-  std::vector<OpenedDevice> spares_;
+  mutable std::mutex mutex_;      // guards spares_ and removed_; taken before the array's locks
+  std::vector<Member*> spares_;   // the devices own them
   std::vector<Member*> removed_;  // devices the daemon keeps open but never uses again
   // Hot replaces asked for: {old device, new device}. The old one is "replaced" in status
   // once the new one holds the role.

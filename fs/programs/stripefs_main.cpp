@@ -188,9 +188,9 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
         }
         if (command == "stats") return fs::stats_json(array_ref, fs_ref);
         if (auto reply = array_control_ref.handle(request)) return *reply;
-        return {{"error",
-                 "unknown command '" + command +
-                     "' (status, stats, fail, remove, add, re-add, rebuild, speed, log-level)"}};
+        return {{"error", "unknown command '" + command +
+                              "' (status, stats, fail, remove, add, replace, re-add, rebuild, "
+                              "speed, log-level)"}};
       });
   if (!control) {
     array_control.reset();

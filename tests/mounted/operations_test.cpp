@@ -56,8 +56,8 @@ INSTANTIATE_TEST_SUITE_P(, RebuildAtLevel,
                            return std::string("raid") + info.param.level;
                          });
 
-// A spare waits; when a member fails, the rebuild onto it starts by itself, and the event
-// program hears every step.
+// A spare waits (kept across a remount: its superblock says it is one); when a member
+// fails, the rebuild onto it starts by itself, and the event program hears every step.
 TEST_F(Operations, ASpareTakesOverAndTheEventProgramHearsOfIt) {
   const std::string script = "/var/tmp/stripefs-events-" + std::to_string(getpid());
   const std::string log = script + ".log";
@@ -75,6 +75,18 @@ TEST_F(Operations, ASpareTakesOverAndTheEventProgramHearsOfIt) {
   nlohmann::json s = status();
   EXPECT_EQ(s["state"], "clean");
   EXPECT_EQ(s["members"].back()["state"], "spare");
+  // Recorded on the device: a mount given it keeps it as a spare.
+  std::vector<std::filesystem::path> members = fs_.members();
+  members.push_back(spare);
+  fs_.set_members(members);
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+  s = status();
+  EXPECT_EQ(s["state"], "clean") << s.dump(2);
+  EXPECT_EQ(s["members"].back()["path"], spare.string()) << s.dump(2);
+  EXPECT_EQ(s["members"].back()["state"], "spare") << s.dump(2);
   ASSERT_NO_FATAL_FAILURE(start_writer());
   ASSERT_EQ(ctl("fail", "'" + fs_.members()[2].string() + "'").status, 0);
   // The rebuild starts from the event thread: wait until it has.
