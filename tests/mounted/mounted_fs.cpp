@@ -282,9 +282,22 @@ Status MountedFs::prepare_state() {
     std::string error;
     const fs::path member = new_device("member" + std::to_string(i) + ".img", error);
     if (member.empty()) return std::unexpected(error);
-    members_.push_back(member);
+    if (use_loops_) {
+      auto loop = LoopDevice::attach(member);
+      if (!loop) return std::unexpected(loop.error());
+      members_.push_back(loop->path());
+      loops_.push_back(std::move(*loop));
+    } else {
+      members_.push_back(member);
+    }
   }
   return {};
+}
+
+Status MountedFs::shrink_member(size_t index, uint64_t bytes) {
+  if (index >= loops_.size())
+    return std::unexpected("shrink_member: no loop device " + std::to_string(index));
+  return loops_[index].shrink(bytes);
 }
 
 fs::path MountedFs::new_device(const std::string& name, std::string& error) {

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mounted/loop_device.hpp"
+
 namespace stripefs::test {
 
 // A failure is a message saying what was attempted and, for the daemon, the tail of its log.
@@ -56,6 +58,13 @@ class MountedFs {
   // A new sparse file of the members' size in the state directory (a spare, a replacement),
   // removed with it. Empty path, and a non-fatal message in `error`, on failure.
   std::filesystem::path new_device(const std::string& name, std::string& error);
+  // The members are loop devices over the member files (a block device's path: O_DIRECT
+  // through io_uring), so that shrink_member() can make one fail for real. Only before the
+  // first mount().
+  void use_loop_devices() { use_loops_ = true; }
+  // Member `index`'s loop device cut to `bytes` under the running filesystem: every request
+  // beyond fails in the kernel, as on a dying disk.
+  [[nodiscard]] Status shrink_member(size_t index, uint64_t bytes);
   // The devices the next mount names, in place of members() (after a member was replaced).
   void set_members(std::vector<std::filesystem::path> members) { members_ = std::move(members); }
 
@@ -99,6 +108,8 @@ class MountedFs {
   std::filesystem::path root_;
   std::filesystem::path log_path_;
   std::vector<std::filesystem::path> members_;
+  bool use_loops_ = false;
+  std::vector<LoopDevice> loops_;  // the members, with use_loop_devices()
   uint64_t member_size_ = kDefaultMemberSize;
   std::string mount_options_;
   std::string level_ = "5";

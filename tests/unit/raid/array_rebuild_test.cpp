@@ -172,6 +172,45 @@ TEST(ArrayRebuildRaid6, BothFailedMembersAreRebuilt) {
   r.expect_data();
 }
 
+// RAID6 rebuilding member 0 when member 1 fails in the middle (a real I/O error, met by the
+// rebuild's own reads and a writer's): as md does, the rebuild goes on from the members
+// left, degraded twice, and completes; then member 1 is rebuilt too, and the array again
+// survives losing any two members.
+TEST(ArrayRebuildRaid6, ASecondMemberFailingMidRebuildIsHandled) {
+  MemoryMember second_medium{"spare2", kMemberSize};
+  FaultyMember second{second_medium};
+  Rebuilding r({RaidLevel::raid6, 5});
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  const uint64_t stripes = r.volume().geometry().stripes();
+  r.array->set_rebuild_speed(4 << 20, 4 << 20);
+  std::atomic<bool> stop{false};
+  uint64_t writes = 0;
+  std::thread writer([&] { r.writer(stop, 5, writes); });
+  ASSERT_TRUE(r.array->rebuild(0, &r.spare));
+  while (r.array->rebuild_progress().done < stripes / 3) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  r.media.faulty[1]->fail_after(0);
+  r.array->set_rebuild_speed(64 << 20, 0);
+  const RebuildProgress progress = r.array->wait_rebuild();
+  stop = true;
+  writer.join();
+  ASSERT_FALSE(progress.error) << progress.error->message;
+  EXPECT_TRUE(r.volume().active(0)) << "rebuilt from the three members left";
+  EXPECT_FALSE(r.volume().active(1));
+  r.expect_data();
+  ASSERT_TRUE(r.array->rebuild(1, &second));
+  const RebuildProgress again = r.array->wait_rebuild();
+  ASSERT_FALSE(again.error) << again.error->message;
+  EXPECT_TRUE(r.volume().active(1));
+  auto bad = r.volume().count_inconsistent_stripes(0, stripes);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 0u);
+  r.volume().fail_member(2, Error{EIO, "pulled"});
+  r.volume().fail_member(4, Error{EIO, "pulled"});
+  r.expect_data();
+}
+
 TEST(ArrayRebuildRefusals, NothingIsWrittenToADeviceThatIsRefused) {
   Rebuilding r({RaidLevel::raid5, 4});
   auto untouched = [&] {
