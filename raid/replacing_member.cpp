@@ -11,7 +11,7 @@ namespace stripefs {
 namespace {
 
 // The most a write over the piece being copied waits for: one piece's read and write.
-constexpr uint64_t kPieceBytes = 2u << 20;
+constexpr uint64_t kPieceBytes = 4u << 20;
 
 }  // namespace
 
@@ -135,8 +135,8 @@ void ReplacingMember::note_replacement_failure(const Error& why) {
 }
 
 Result<void> ReplacingMember::copy(uint64_t length) {
-  AlignedBuffer buffer(
-      static_cast<size_t>(std::min(kPieceBytes, std::max<uint64_t>(length, 4096))));
+  if (buffer_.size() == 0) buffer_ = AlignedBuffer(kPieceBytes);  // kept: one per replace
+  AlignedBuffer& buffer = buffer_;
   uint64_t at = copied();
   const uint64_t stop = std::min(end_, at + length);
   while (at < stop) {

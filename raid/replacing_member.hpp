@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "raid/aligned_buffer.hpp"
 #include "raid/member.hpp"
 #include "raid/result.hpp"
 
@@ -84,6 +85,7 @@ class ReplacingMember final : public Member {
   uint64_t next_id_ = 1;
   std::optional<Error> replacement_error_;
   bool old_failed_ = false;
+  AlignedBuffer buffer_;  // copy()'s, allocated by its first call
 };
 
 }  // namespace stripefs

@@ -10,6 +10,9 @@
 //    itself costs;
 //  - an unlimited rebuild of role 0 onto a new device with the array idle: member bytes
 //    written per second, and its ratio to the baseline;
+//  - an unlimited hot replace of role 0 (in service) onto another device, idle: bytes copied
+//    per second (the old device read, the new one written: no parity), and its ratios to the
+//    direct read and to the same copy done directly (4 MiB at a time, two in flight);
 //  - full-stripe writes to the degraded array for a few seconds, alone and then beside a
 //    rebuild limited to --limit (md's speed_limit_min = max): the share of write throughput
 //    kept, and the rebuild's own rate meanwhile.
@@ -177,7 +180,7 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
               format_size(o.member_size).c_str(), format_size(o.chunk).c_str(),
               format_size(rebuilt_bytes).c_str());
 
-  std::vector<double> direct, same_io, rebuild, alone, beside, limited_rate;
+  std::vector<double> direct, same_io, rebuild, replace, copy_io, alone, beside, limited_rate;
   for (unsigned pass = 0; pass < o.repeat; ++pass) {
     auto read =
         direct_read(*members[1], created->data_offset, rebuilt_bytes / kReadRequest * kReadRequest);
@@ -201,6 +204,22 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
     if (auto p = (*array)->rebuild_progress(); p.error) return fail_with(*p.error);
     rebuild.push_back(static_cast<double>(rebuilt_bytes) / took);
 
+    // Hot replace of role 0, in service, onto another device: idle, as fast as it goes; and
+    // the same copy done directly first, onto the same device.
+    const std::vector<Member*> old_device = {current};
+    auto copy = direct_rebuild_io(old_device, *free.front(), created->data_offset,
+                                  rebuilt_bytes / (4 << 20) * (4 << 20));
+    if (!copy) return fail_with(copy.error());
+    copy_io.push_back(*copy);
+    Member* replacement = next_device();
+    const double copy_took = time_it([&] {
+      if (auto r = (*array)->replace(0, replacement); !r) std::exit(fail_with(r.error()));
+      (*array)->wait_rebuild();
+    });
+    const RebuildProgress copied = (*array)->rebuild_progress();
+    if (copied.error) return fail_with(*copied.error);
+    replace.push_back(static_cast<double>(copied.total) / copy_took);
+
     // User writes alone (degraded), then beside a rate-limited rebuild.
     if (auto f = (*array)->fail_member(0); !f) return fail_with(f.error());
     auto w = stripe_writes(volume, o.seconds, data);
@@ -217,14 +236,20 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
     if (auto p = (*array)->wait_rebuild(); p.error) return fail_with(*p.error);
     std::printf(
         "# pass %u: direct read %.0f MiB/s, its I/O done directly %.0f MiB/s, rebuild "
-        "%.0f MiB/s, writes %.0f MiB/s alone, %.0f MiB/s beside a rebuild at %.0f MiB/s\n",
+        "%.0f MiB/s, replace %.0f MiB/s, writes %.0f MiB/s alone, %.0f MiB/s beside a rebuild "
+        "at %.0f MiB/s\n",
         pass + 1, direct.back() / (1 << 20), same_io.back() / (1 << 20), rebuild.back() / (1 << 20),
-        alone.back() / (1 << 20), beside.back() / (1 << 20), limited_rate.back() / (1 << 20));
+        replace.back() / (1 << 20), alone.back() / (1 << 20), beside.back() / (1 << 20),
+        limited_rate.back() / (1 << 20));
   }
   const double mib = 1 << 20;
   result("rebuild.direct_read", median(direct) / mib, "MiB/s");
   result("rebuild.idle", median(rebuild) / mib, "MiB/s");
   result("rebuild.idle_vs_direct_read", median(rebuild) / median(direct), "ratio");
+  result("rebuild.replace_idle", median(replace) / mib, "MiB/s");
+  result("rebuild.replace_idle_vs_direct_read", median(replace) / median(direct), "ratio");
+  result("rebuild.replace_same_io_direct", median(copy_io) / mib, "MiB/s");
+  result("rebuild.replace_idle_vs_same_io_direct", median(replace) / median(copy_io), "ratio");
   result("rebuild.same_io_direct", median(same_io) / mib, "MiB/s");
   result("rebuild.idle_vs_same_io_direct", median(rebuild) / median(same_io), "ratio");
   result("rebuild.user_writes_alone", median(alone) / mib, "MiB/s");
