@@ -5,6 +5,7 @@
 #include "raid/array.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "raid/aligned_buffer.hpp"
@@ -133,6 +134,18 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   std::unique_ptr<Array> array(new Array(sb, a.assembly.by_role, std::move(uuids),
                                          std::move(a.volume), std::move(a.assembly.notes)));
   array->spares_ = a.assembly.spares;
+  // Read errors healed from now on are told (the first, then every doubling of a device's
+  // count), before the resync and rebuild threads start reading.
+  array->volume_->set_read_error_policy(
+      array->volume_->max_read_errors(),
+      [raw = array.get()](unsigned member, uint64_t corrected, uint64_t member_offset) {
+        if (!std::has_single_bit(corrected)) return;
+        Member* device = raw->volume_->member(member);
+        raw->emit({ArrayEvent::Kind::device_errors, member, device != nullptr ? device->name() : "",
+                   fmt::format("{} read errors corrected (failed beyond {}); the last at member "
+                               "byte {}",
+                               corrected, raw->volume_->max_read_errors(), member_offset)});
+      });
   array->intent_ = std::move(a.intent);
   array->stripe_log_ = std::move(a.stripe_log);
   array->logging_ = options.log_partial_stripes;
@@ -313,6 +326,8 @@ const char* to_string(ArrayEvent::Kind kind) {
       return "replace-finished";
     case ArrayEvent::Kind::replace_failed:
       return "replace-failed";
+    case ArrayEvent::Kind::device_errors:
+      return "device-errors";
   }
   return "unknown";
 }

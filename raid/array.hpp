@@ -117,7 +117,8 @@ struct ArrayEvent {
     rebuild_failed,
     replace_started,
     replace_finished,
-    replace_failed
+    replace_failed,
+    device_errors
   };
   Kind kind = Kind::member_failed;
   unsigned role = 0;
@@ -125,7 +126,7 @@ struct ArrayEvent {
   std::string detail;  // why (a failure's error), or "" when there is nothing to add
 };
 // "member-failed", "rebuild-started", "rebuild-finished", "rebuild-failed",
-// "replace-started", "replace-finished", "replace-failed".
+// "replace-started", "replace-finished", "replace-failed", "device-errors".
 const char* to_string(ArrayEvent::Kind kind);
 
 // Creates an array on `members` (in role order). Every member is checked first — the
@@ -225,6 +226,10 @@ class Array {
   // I/O, up to `max` (0: no limit) while it has none (md's speed_limit_min and _max).
   void set_rebuild_speed(uint64_t min, uint64_t max);
   std::pair<uint64_t, uint64_t> rebuild_speed() const { return {speed_min_, speed_max_}; }
+  // Read errors corrected on a member (Volume::set_read_error_policy) before it is failed;
+  // 0: a read error fails its member at once. Each correction is logged, and the first and
+  // every doubling of a device's count raise a device-errors event.
+  void set_max_read_errors(uint32_t max) { volume_->set_read_error_policy(max, nullptr); }
   Superblock superblock() const;
   const std::vector<std::string>& notes() const { return notes_; }
   // The spares assembly found among the devices given to open() (Assembly::spares).

@@ -39,6 +39,10 @@ void FaultyMember::fail_range(MemberOp op, ByteRange range) {
   std::lock_guard lock(mutex_);
   fail_ranges_.emplace_back(op, range);
 }
+void FaultyMember::bad_sectors(ByteRange range) {
+  std::lock_guard lock(mutex_);
+  bad_sectors_.push_back(range);
+}
 void FaultyMember::fail_after(uint64_t requests) {
   std::lock_guard lock(mutex_);
   fail_after_ = requests_ + requests;
@@ -63,6 +67,7 @@ void FaultyMember::heal() {
   std::lock_guard lock(mutex_);
   fail_ranges_.clear();
   fail_after_.reset();
+  bad_sectors_.clear();
   corrupt_reads_.clear();
   corrupt_writes_.clear();
 }
@@ -178,6 +183,15 @@ void FaultyMember::dispatch(MemberRequest request) {
     if (fail_after_ && requests_ > *fail_after_) failed = true;
     for (auto& [op, range] : fail_ranges_) {
       if (op == request.op && range.overlaps(request.offset, length)) failed = true;
+    }
+    if (request.op == MemberOp::read) {
+      for (const ByteRange& range : bad_sectors_) {
+        if (range.overlaps(request.offset, length)) failed = true;
+      }
+    } else if (request.op == MemberOp::write && !failed) {
+      std::erase_if(bad_sectors_, [&](const ByteRange& range) {
+        return range.overlaps(request.offset, length);  // remapped
+      });
     }
     if (request.op == MemberOp::write) {
       for (auto& range : corrupt_writes_) {

@@ -41,8 +41,11 @@ class FaultyMember final : public Member {
   void submit(MemberRequest request) override;
 
   // --- what to inject (thread-safe, effective for requests submitted afterwards) ---
-  void fail_range(MemberOp op, ByteRange range);        // EIO for requests touching range
-  void fail_after(uint64_t requests);                   // every request after the Nth: EIO
+  void fail_range(MemberOp op, ByteRange range);  // EIO for requests touching range
+  void fail_after(uint64_t requests);             // every request after the Nth: EIO
+  // Unreadable sectors, as a disk's pending sectors: reads touching `range` fail (EIO) until
+  // a write touches it, which the disk then remaps (the range reads normally again).
+  void bad_sectors(ByteRange range);
   void corrupt_reads(ByteRange range);                  // flip a byte per 512 B returned
   void corrupt_writes(ByteRange range);                 // store data with a flipped byte
   void set_latency(std::chrono::microseconds latency);  // delay before reaching inner
@@ -83,6 +86,7 @@ class FaultyMember final : public Member {
   mutable std::mutex mutex_;
   std::vector<std::pair<MemberOp, ByteRange>> fail_ranges_;
   std::optional<uint64_t> fail_after_;
+  std::vector<ByteRange> bad_sectors_;
   std::vector<ByteRange> corrupt_reads_;
   std::vector<ByteRange> corrupt_writes_;
   bool volatile_cache_ = false;

@@ -38,6 +38,28 @@ void Level::read_lost(StripeIo&, VolumePiece segment, IoDone done) const {
   done(fail(EIO, "volume byte {}: no surviving copy", segment.offset));
 }
 
+void Level::reconstruct(StripeIo& io, VolumePiece segment, unsigned without, IoDone done) const {
+  const uint64_t stripe_size = geometry_.stripe_data_size();
+  const uint64_t chunk = geometry_.chunk_size();
+  const uint64_t stripe = segment.offset / stripe_size;
+  const auto index = static_cast<unsigned>(segment.offset % stripe_size / chunk);
+  const std::optional<ChunkLocation> from = read_from(
+      stripe, index, [&](unsigned m) { return m != without && io.members.active(m); }, 0);
+  if (!from) {
+    done(fail(EIO, "volume byte {}: no other copy", segment.offset));
+    return;
+  }
+  VolumeCounters::add(io.stats.member_read_ios, 1);
+  submit_ios(io.members.all(), MemberOp::read,
+             {{from->member, io.data_offset + from->member_offset + segment.offset % chunk,
+               segment.data.data(), segment.data.size(), 0}},
+             false, [this, &io, segment, without, done = std::move(done)](auto failures) mutable {
+               if (failures.empty()) return done({});
+               io.members.note_failures(failures);  // and the next copy, if any
+               reconstruct(io, segment, without, std::move(done));
+             });
+}
+
 void Level::plan_direct(StripeIo& io, const StripeWrite& s, std::vector<PlannedIo>& ios) const {
   const Active live = io.members.in_sync_fn(s.stripe);
   std::vector<ChunkLocation> targets;

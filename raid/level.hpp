@@ -56,6 +56,11 @@ class Level {
   // Reads `segment` (within one chunk), none of whose copies is in service: parity levels
   // rebuild it from the rest of its stripe; the others have lost it (EIO).
   virtual void read_lost(StripeIo& io, VolumePiece segment, IoDone done) const;
+  // Reads `segment` (within one chunk) into its buffer without member `without`, whose copy
+  // failed a read: from another copy, or rebuilt from parity. The caller holds the stripe's
+  // lock. Members that fail their reads meanwhile are failed, and others tried; EIO when
+  // none is left (a level without redundancy: at once).
+  virtual void reconstruct(StripeIo& io, VolumePiece segment, unsigned without, IoDone done) const;
 
   // ---- checking and rebuilding a stripe ----
   // The chunks of `stripe` that redundancy ties together (the copies; or data, P, Q), in

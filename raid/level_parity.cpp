@@ -45,6 +45,10 @@ class ParityLevel final : public Level {
   void read_lost(StripeIo& io, VolumePiece segment, IoDone done) const override {
     parity_stripe::read_lost(io, segment, std::move(done));
   }
+  void reconstruct(StripeIo& io, VolumePiece segment, unsigned without,
+                   IoDone done) const override {
+    parity_stripe::rebuild_segment(io, segment, without, std::move(done));
+  }
   std::vector<ChunkLocation> redundancy_set(uint64_t stripe) const override {
     std::vector<ChunkLocation> where;
     const uint64_t row = stripe * geometry_.chunk_size();

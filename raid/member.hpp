@@ -40,6 +40,7 @@ struct MemberCounters {
   uint64_t read_bytes = 0;
   uint64_t written_bytes = 0;
   uint64_t errors = 0;
+  uint64_t corrected = 0;  // read errors healed: rewritten from redundancy and read back
 };
 
 class Member {
@@ -64,12 +65,15 @@ class Member {
   // below call it from their completions. Relaxed: figures for people, never for decisions.
   void count(MemberOp op, uint64_t bytes, bool ok);
   MemberCounters counters() const;
+  // One more read error healed on this device (Volume: read_failed); the count so far.
+  uint64_t count_corrected() { return corrected_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
  private:
   std::string name_;
   uint64_t size_;
   DeviceLimits limits_;
   std::atomic<uint64_t> reads_{0}, writes_{0}, read_bytes_{0}, written_bytes_{0}, errors_{0};
+  std::atomic<uint64_t> corrected_{0};
 };
 
 // A slot of a member table that may change while I/O runs (MemberSet::swap_device): read and

@@ -223,50 +223,59 @@ void finish_partial(StripeIo& io, StripeWrite& s, IoDone done, bool rmw) {
 
 }  // namespace
 
-void read_lost(StripeIo& io, VolumePiece seg, IoDone done) {
+void rebuild_segment(StripeIo& io, VolumePiece seg, std::optional<unsigned> without, IoDone done) {
   const Geometry& g = io.geometry;
   const uint64_t stripe = seg.offset / g.stripe_data_size();
-  auto work = [&io, seg, stripe, done = std::move(done)]() mutable {
-    const Geometry& g = io.geometry;
-    const unsigned k = g.data_chunks();
-    const unsigned parities = g.parity_chunks();
-    const auto target = static_cast<unsigned>(seg.offset % g.stripe_data_size() / g.chunk_size());
-    const uint64_t length = seg.data.size();
-    const uint64_t at = io.data_offset + stripe * g.chunk_size() + seg.offset % g.chunk_size();
-    auto scratch = std::make_shared<AlignedBuffer>((k + parities) * length);
-    auto chunks = std::make_shared<std::vector<std::byte*>>();
-    auto missing = std::make_shared<std::vector<unsigned>>();
-    std::vector<PlannedIo> reads;
-    for (unsigned i = 0; i < k + parities; ++i) {
-      // The wanted chunk is rebuilt straight into the caller's buffer.
-      std::byte* where = i == target ? seg.data.data() : scratch->data() + i * length;
-      chunks->push_back(where);
-      const unsigned m = member_of(g, stripe, i);
-      if (io.members.active(m)) {
-        reads.push_back({m, at, where, length, i});
-      } else {
-        missing->push_back(i);
-      }
+  const unsigned k = g.data_chunks();
+  const unsigned parities = g.parity_chunks();
+  const auto target = static_cast<unsigned>(seg.offset % g.stripe_data_size() / g.chunk_size());
+  const uint64_t length = seg.data.size();
+  const uint64_t at = io.data_offset + stripe * g.chunk_size() + seg.offset % g.chunk_size();
+  auto scratch = std::make_shared<AlignedBuffer>((k + parities) * length);
+  auto chunks = std::make_shared<std::vector<std::byte*>>();
+  auto missing = std::make_shared<std::vector<unsigned>>();
+  std::vector<PlannedIo> reads;
+  for (unsigned i = 0; i < k + parities; ++i) {
+    // The wanted chunk is rebuilt straight into the caller's buffer.
+    std::byte* where = i == target ? seg.data.data() : scratch->data() + i * length;
+    chunks->push_back(where);
+    const unsigned m = member_of(g, stripe, i);
+    if (io.members.active(m) && m != without) {
+      reads.push_back({m, at, where, length, i});
+    } else {
+      missing->push_back(i);
     }
-    VolumeCounters::add(io.stats.degraded_reads, 1);
-    VolumeCounters::add(io.stats.member_read_ios, reads.size());
-    submit_ios(io.members.all(), MemberOp::read, std::move(reads), false,
-               [&io, seg, stripe, scratch, chunks, missing, parities, length,
-                done = std::move(done)](std::vector<FailedIo> failures) mutable {
-                 if (!failures.empty()) {
-                   io.members.note_failures(failures);
-                   io.locks.release(stripe);
-                   if (io.failed()) {
-                     done(fail(EIO, "volume byte {}: too many members failed", seg.offset));
-                   } else {
-                     read_lost(io, seg, std::move(done));
-                   }
-                   return;
+  }
+  VolumeCounters::add(io.stats.degraded_reads, 1);
+  VolumeCounters::add(io.stats.member_read_ios, reads.size());
+  if (missing->size() > parities) {
+    done(fail(EIO, "volume byte {}: too many members failed", seg.offset));
+    return;
+  }
+  submit_ios(io.members.all(), MemberOp::read, std::move(reads), false,
+             [&io, seg, without, scratch, chunks, missing, parities, length,
+              done = std::move(done)](std::vector<FailedIo> failures) mutable {
+               if (!failures.empty()) {
+                 // Again, without the members that failed.
+                 io.members.note_failures(failures);
+                 if (io.failed()) {
+                   done(fail(EIO, "volume byte {}: too many members failed", seg.offset));
+                 } else {
+                   rebuild_segment(io, seg, without, std::move(done));
                  }
-                 auto ok = parity::recover(*chunks, parities, *missing, length);
-                 io.locks.release(stripe);
-                 done(std::move(ok));
-               });
+                 return;
+               }
+               done(parity::recover(*chunks, parities, *missing, length));
+             });
+}
+
+void read_lost(StripeIo& io, VolumePiece seg, IoDone done) {
+  const uint64_t stripe = seg.offset / io.geometry.stripe_data_size();
+  auto work = [&io, seg, stripe, done = std::move(done)]() mutable {
+    rebuild_segment(io, seg, std::nullopt, [&io, stripe, done = std::move(done)](Result<void> r) {
+      io.locks.release(stripe);
+      done(std::move(r));
+    });
   };
   // Rebuilding needs a stable stripe: no write may change data and parity meanwhile.
   auto shared_work = std::make_shared<decltype(work)>(std::move(work));

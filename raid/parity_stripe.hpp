@@ -13,6 +13,7 @@
 // itself (lost reads), and reports member failures to io.members.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "raid/io_batch.hpp"
@@ -27,5 +28,10 @@ void plan_full(StripeIo& io, StripeWrite& s, std::vector<PlannedIo>& ios);
 void write_partial(StripeIo& io, StripeWrite& s, IoDone done);
 // Reads `segment` (within one data chunk) by rebuilding it, and calls `done` once.
 void read_lost(StripeIo& io, VolumePiece segment, IoDone done);
+// Rebuilds `segment` into its buffer from the rest of its stripe, without member `without`
+// (its own, when it is the one that failed a read), under the stripe's lock, which the
+// caller holds. Members that fail their reads are failed and the rebuild tried again.
+void rebuild_segment(StripeIo& io, VolumePiece segment, std::optional<unsigned> without,
+                     IoDone done);
 
 }  // namespace stripefs::parity_stripe

@@ -329,13 +329,10 @@ bool Volume::read_one(const VolumePiece& seg, Callback& done) {
   request.op = MemberOp::read;
   request.offset = data_offset_ + from->member_offset + seg.offset % chunk;
   request.iov.push_back({seg.data.data(), seg.data.size()});
-  request.done = [this, seg, member = from->member,
+  request.done = [this, seg, member = from->member, at = request.offset,
                   done = std::move(done)](int64_t result) mutable {
     if (result >= 0 && static_cast<uint64_t>(result) == seg.data.size()) return done({});
-    members_.note_failures({FailedIo{member, 0, result < 0 ? static_cast<int>(-result) : EIO}});
-    auto join = Join::start(1, std::move(done));
-    read_segments(join, {seg});
-    join->finish();
+    read_failed(seg, member, at, result < 0 ? static_cast<int>(-result) : EIO, std::move(done));
   };
   members_[from->member]->submit(std::move(request));
   return true;
@@ -343,12 +340,13 @@ bool Volume::read_one(const VolumePiece& seg, Callback& done) {
 
 // Each segment (within one chunk) from a copy in service, in one batch; a segment none of
 // whose copies is in service goes to the level (parity rebuilds it). Segments whose member
-// fails are read again the same way.
+// fails them are healed or read again (read_failed).
 void Volume::read_segments(std::shared_ptr<Join> join, std::vector<VolumePiece> segments) {
   const uint64_t stripe_size = geometry_.stripe_data_size();
   const uint64_t chunk = geometry_.chunk_size();
   std::vector<PlannedIo> ios;
   std::vector<VolumePiece> lost;
+  std::vector<uint64_t> where(segments.size());  // each segment's member offset
   const Level::Active live = members_.active_fn();
   for (uint32_t tag = 0; tag < segments.size(); ++tag) {
     const VolumePiece& seg = segments[tag];
@@ -359,8 +357,8 @@ void Volume::read_segments(std::shared_ptr<Join> join, std::vector<VolumePiece> 
         geometry_.copies() > 1 ? read_cursor_.fetch_add(1, std::memory_order_relaxed) : 0;
     const std::optional<ChunkLocation> from = level_->read_from(stripe, index, live, spread);
     if (from) {
-      ios.push_back({from->member, data_offset_ + from->member_offset + within, seg.data.data(),
-                     seg.data.size(), tag});
+      where[tag] = data_offset_ + from->member_offset + within;
+      ios.push_back({from->member, where[tag], seg.data.data(), seg.data.size(), tag});
     } else {
       lost.push_back(seg);
     }
@@ -369,17 +367,14 @@ void Volume::read_segments(std::shared_ptr<Join> join, std::vector<VolumePiece> 
   if (!ios.empty()) {
     VolumeCounters::add(stats_.member_read_ios, ios.size());
     submit_ios(members_.all(), MemberOp::read, std::move(ios), false,
-               [this, join, segments](std::vector<FailedIo> failures) {
-                 if (!failures.empty()) {
-                   members_.note_failures(failures);
-                   std::vector<VolumePiece> retry;
-                   std::vector<bool> seen(segments.size(), false);
-                   for (const FailedIo& f : failures) {
-                     if (!seen[f.tag]) retry.push_back(segments[f.tag]);
-                     seen[f.tag] = true;
-                   }
-                   // Served again from another copy or rebuilt from parity, if any remain.
-                   read_segments(join, std::move(retry));
+               [this, join, segments, where = std::move(where)](std::vector<FailedIo> failures) {
+                 std::vector<bool> seen(segments.size(), false);
+                 for (const FailedIo& f : failures) {
+                   if (seen[f.tag]) continue;
+                   seen[f.tag] = true;
+                   join->add(1);
+                   read_failed(segments[f.tag], f.member, where[f.tag], f.error,
+                               [join](Result<void> r) { join->finish(std::move(r)); });
                  }
                  join->finish();
                });

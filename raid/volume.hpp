@@ -139,6 +139,23 @@ class Volume {
   uint64_t incarnation(unsigned member) const { return members_.incarnation(member); }
   uint64_t failed_incarnation(unsigned member) const { return members_.failed_incarnation(member); }
 
+  // Read errors (volume_heal.cpp), as md's fix_read_error: a member that fails a read while
+  // the array could do without it is not failed at once. Under the stripe's lock, the bytes
+  // are read from another copy or rebuilt from parity (the caller gets them), written back
+  // to the member (a disk remaps a bad sector when it is written) and read back to check.
+  // If that works, the error counts as corrected on the device (Member::count_corrected)
+  // and `listener` hears of it; once a device has more than `max` corrected errors it is
+  // failed. If the write or the check fails, the member is failed then. max 0: every read
+  // error fails its member at once. Set both before the first read.
+  using CorrectedListener =
+      std::function<void(unsigned member, uint64_t corrected, uint64_t member_offset)>;
+  void set_read_error_policy(uint32_t max, CorrectedListener listener) {
+    max_read_errors_.store(max, std::memory_order_relaxed);
+    if (listener) corrected_listener_ = std::move(listener);
+  }
+  uint32_t max_read_errors() const { return max_read_errors_.load(std::memory_order_relaxed); }
+  static constexpr uint32_t kDefaultMaxReadErrors = 20;  // md's max_read_errors
+
   // Every write is announced to `intent` (the write-intent bitmap) before any of its data
   // reaches a member: once it holds its stripe locks, a write calls begin_write for the
   // member data range its stripes occupy (member_range), sends nothing until `ready` runs,
@@ -185,6 +202,13 @@ class Volume {
   // Read path (volume.cpp).
   bool read_one(const VolumePiece& segment, Callback& done);
   void read_segments(std::shared_ptr<Join> join, std::vector<VolumePiece> segments);
+  // `segment` failed to read from `member` at `member_offset` with `error` (volume_heal.cpp):
+  // healed (see set_read_error_policy), or the member failed and the segment read again.
+  void read_failed(const VolumePiece& segment, unsigned member, uint64_t member_offset, int error,
+                   Callback done);
+  struct Healing;
+  void heal(std::shared_ptr<Healing> healing);
+  void healed(std::shared_ptr<Healing> healing, Result<void> rewritten);
 
   // Checking and rebuilding a stripe (volume_repair.cpp).
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
@@ -210,7 +234,9 @@ class Volume {
   std::mutex rebuild_mutex_;  // guards rebuild_scratch_: one rebuild_member at a time
   AlignedBuffer rebuild_scratch_;
   WriteIntent* intent_ = nullptr;
-  BufferPool parity_pool_;  // P (and Q) of full-stripe writes
+  std::atomic<uint32_t> max_read_errors_{kDefaultMaxReadErrors};
+  CorrectedListener corrected_listener_;  // set before the first read
+  BufferPool parity_pool_;                // P (and Q) of full-stripe writes
   VolumeCounters stats_;
   StripeIo io_;  // what the level's I/O works with: the members above and the stripe log
 };

@@ -536,7 +536,8 @@ json ArrayControl::extra_members_json() const {
                    {"writes", c.writes},
                    {"read_bytes", c.read_bytes},
                    {"written_bytes", c.written_bytes},
-                   {"errors", c.errors}});
+                   {"errors", c.errors},
+                   {"corrected", c.corrected}});
   }
   return out;
 }

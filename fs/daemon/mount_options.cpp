@@ -42,6 +42,8 @@ constexpr const char* kUsage =
     "  event_program=PATH    run PATH EVENT MOUNTPOINT DEVICE ROLE DETAIL on each array event\n"
     "                        (member-failed, array-degraded, rebuild-finished, ...)\n"
     "  log_level=NAME        trace, debug, info (default), warn, error, critical or off\n"
+    "  max_read_errors=N     read errors corrected on a member (rewritten from redundancy)\n"
+    "                        before it is failed (default 20, as md; 0: fail at the first)\n"
     "  -f  stay in the foreground   -d  debug (implies -f)   -s  single-threaded\n";
 
 // What fuse_opt fills in: C strings it allocates, ints it sets.
@@ -57,6 +59,7 @@ struct Raw {
   char* event_program = nullptr;
   char* log_level = nullptr;
   unsigned io_threads = 0;
+  unsigned max_read_errors = 20;
   int io_threads_given = 0;
   int writeback_cache = 0;
   int direct_io = 0;
@@ -92,6 +95,7 @@ const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0
                              STRIPEFS_OPT("event_program=%s", event_program, 0),
                              STRIPEFS_OPT("log_level=%s", log_level, 0),
                              STRIPEFS_OPT("io_threads=%u", io_threads, 0),
+                             STRIPEFS_OPT("max_read_errors=%u", max_read_errors, 0),
                              STRIPEFS_OPT("io_threads=", io_threads_given, 1),
                              STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
                              STRIPEFS_OPT("direct_io", direct_io, 1),
@@ -195,6 +199,11 @@ Result<void> check_values(const Raw& raw, MountOptions& out) {
   if (out.speed_limit_max != 0 && out.speed_limit_min > out.speed_limit_max) {
     return fail(kBadValue, "speed_limit_min is above speed_limit_max");
   }
+  if (raw.max_read_errors > 1000000) {
+    return fail(kBadValue, "max_read_errors={}: at most 1000000 (0 fails a member at its first)",
+                raw.max_read_errors);
+  }
+  out.max_read_errors = raw.max_read_errors;
   if (raw.event_program != nullptr) {
     out.event_program = raw.event_program;
     if (out.event_program.empty() || out.event_program[0] != '/' ||

@@ -30,6 +30,8 @@ struct MountOptions {
   uint64_t speed_limit_min = 16u << 20;  // speed_limit_min=SIZE: rebuild rate with user I/O
   uint64_t speed_limit_max = 0;          // speed_limit_max=SIZE: rebuild rate idle; 0 no limit
   std::string event_program;             // event_program=PATH: run on each array event
+  uint32_t max_read_errors = 20;         // max_read_errors=N: corrected read errors before a member
+                                         // fails (Volume::set_read_error_policy); 0 fails at once
   std::string log_level;                 // log_level=NAME; "" keeps info (debug with -d)
   bool foreground = false;               // -f (and -d)
   bool debug = false;                    // -d, -o debug

@@ -176,6 +176,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   Array& array_ref = **array;
   fs::Filesystem& fs_ref = **filesystem;
   array_ref.set_rebuild_speed(config.speed_limit_min, config.speed_limit_max);
+  array_ref.set_max_read_errors(config.max_read_errors);
   auto array_control = std::make_unique<fs::ArrayControl>(array_ref, **devices, absolute_mountpoint,
                                                           config.event_program);
   fs::ArrayControl& array_control_ref = *array_control;

@@ -67,6 +67,9 @@ struct Replacing {
       events.push_back(e);
     });
   }
+  // The array goes first: its threads may still tell the listener, which uses the members
+  // below.
+  ~Replacing() { array.reset(); }
   Volume& volume() { return array->volume(); }
   bool heard(ArrayEvent::Kind kind) {
     std::lock_guard lock(events_mutex);

@@ -267,7 +267,7 @@ const Damage kDamages[] = {
     {"member_count_0", sl::kMemberCount, 2, 0, EINVAL, "out of range", "member_count 0"},
     {"member_count_65", sl::kMemberCount, 2, 65, EINVAL, "out of range", "member_count 65"},
     {"role_at_count", sl::kRole, 2, 6, EINVAL, "member_count 6", "role 6"},
-    {"role_huge", sl::kRole, 2, 0xffff, EINVAL, "member_count 6", "role 65535"},
+    {"role_huge", sl::kRole, 2, 0xfffe, EINVAL, "member_count 6", "role 65534"},  // 0xffff: a spare
     {"chunk_size_0", sl::kChunkSize, 4, 0, EINVAL, "power of two", "chunk_size 0"},
     {"chunk_size_small", sl::kChunkSize, 4, 2048, EINVAL, "power of two", "chunk_size 2048"},
     {"chunk_size_not_pow2", sl::kChunkSize, 4, 69632, EINVAL, "power of two", "chunk_size 69632"},

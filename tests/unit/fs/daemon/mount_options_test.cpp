@@ -44,6 +44,7 @@ TEST(MountOptions, SourceMountpointAndDefaults) {
   EXPECT_EQ(o->fs.cache_bytes, uint64_t{256} << 20);
   EXPECT_EQ(o->readahead, uint64_t{4} << 20);
   EXPECT_EQ(o->io_threads, 0u) << "0: the default, computed at mount";
+  EXPECT_EQ(o->max_read_errors, 20u) << "md's default";
   EXPECT_FALSE(o->writeback_cache || o->direct_io || o->force || o->foreground || o->debug ||
                o->single || o->help || o->version);
   auto apart = parse({"stripefs", "/dev/a", "/dev/b", "/dev/c", "/mnt"});
@@ -73,6 +74,9 @@ TEST(MountOptions, EachOptionOfItsOwn) {
   EXPECT_FALSE(o->foreground);
   // None of them is FUSE's: nothing is left for it but the program name.
   EXPECT_EQ(left, std::vector<std::string>{"stripefs"});
+  auto healing = parse({"stripefs", "-o", "max_read_errors=0", "s", "/m"});
+  ASSERT_TRUE(healing) << healing.error().message;
+  EXPECT_EQ(healing->max_read_errors, 0u);
   auto closed = parse({"stripefs", "-o", "write_hole=closed,readahead=1G", "s", "/m"});
   ASSERT_TRUE(closed);
   EXPECT_TRUE(closed->log_partial_stripes);
@@ -136,6 +140,7 @@ TEST(MountOptions, BadValuesAreRefusedNamingTheOption) {
       {"readahead=2G", "readahead=2G"},
       {"readahead=x", "readahead=x"},
       {"write_hole=ajar", "write_hole=ajar"},
+      {"max_read_errors=-1", "max_read_errors=4294967295"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.option);
@@ -159,9 +164,9 @@ TEST(MountOptions, UsageErrors) {
 
 TEST(MountOptions, UsageNamesEveryOption) {
   const std::string usage = mount_usage();
-  for (const char* name :
-       {"journal_device=", "write_hole=", "writeback_delay=", "commit_interval=", "cache_size=",
-        "io_threads=", "readahead=", "writeback_cache", "direct_io", "force", "-f", "-d", "-s"}) {
+  for (const char* name : {"journal_device=", "write_hole=", "writeback_delay=", "commit_interval=",
+                           "cache_size=", "io_threads=", "readahead=", "writeback_cache",
+                           "direct_io", "force", "max_read_errors=", "-f", "-d", "-s"}) {
     EXPECT_NE(usage.find(name), std::string::npos) << name;
   }
 }
