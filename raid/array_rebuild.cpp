@@ -60,6 +60,11 @@ Result<void> Array::recover_onto(unsigned role, Member* device, std::optional<ui
   Superblock record;
   {
     std::lock_guard lock(mutex_);
+    // Its hot replace ends first, and rebuilds onto its new device itself if it can.
+    if (replacing_[role]) {
+      return fail(EBUSY, "role {} is being replaced (by {}); the replace ends first", role,
+                  replacing_[role]->replacement().name());
+    }
     for (unsigned r = 0; r < g.members(); ++r) {
       // A re-add brings back the role's own device (its failed one, say).
       if (by_role_[r] == device && !(since && r == role)) {
@@ -255,10 +260,13 @@ Result<void> Array::rebuild_role(unsigned role) {
 }
 
 uint64_t Array::step_bytes() const {
-  // A slow task still moves (and can be stopped) in small steps.
+  // A slow task still moves (and can be stopped) in small steps, whole 64 KiB (aligned for
+  // any device, and a replace's pieces stay so).
+  constexpr uint64_t kUnit = 64 * 1024;
   const uint64_t limit =
       speed_max_.load() == 0 ? 0 : std::max(speed_min_.load(), speed_max_.load());
-  return limit == 0 ? kStepBytes : std::min(kStepBytes, limit / 4);
+  const uint64_t bytes = limit == 0 ? kStepBytes : std::min(kStepBytes, limit / 4);
+  return std::max(kUnit, bytes / kUnit * kUnit);
 }
 
 Array::Pacing Array::start_pacing() {

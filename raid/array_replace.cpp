@@ -139,20 +139,37 @@ Result<void> Array::replace_role(unsigned role) {
 }
 
 // Every byte is on the replacement and every write since went to both: it takes the role.
+// Its superblock first (a crash from then on assembles it, a full copy, in the role); then
+// every request goes to it alone, and the writes already sent to both are waited for: if it
+// failed one of them it is not a full copy after all, and the role fails (redundancy holds
+// the write) rather than serve stale bytes.
 Result<void> Array::finish_replace(unsigned role, ReplacingMember& copy) {
   Member& device = copy.replacement();
   if (auto f = member_flush(device); !f) return f;
   if (auto failed = copy.replacement_failed()) return fail(*failed);
-  std::lock_guard lock(mutex_);
-  if (!volume_->active(role)) return fail(EIO, "role {} failed at the end of the copy", role);
-  by_role_[role] = &device;
-  member_uuids_[role] = generate_uuid();
-  ++master_.events;
-  if (auto w = write_superblocks(); !w) return w;
-  volume_->swap_member(role, &device);
-  retired_.push_back(std::move(replacing_[role]));
+  {
+    std::lock_guard lock(mutex_);
+    if (!volume_->active(role)) return fail(EIO, "role {} failed at the end of the copy", role);
+    by_role_[role] = &device;
+    member_uuids_[role] = generate_uuid();
+    ++master_.events;
+    if (auto w = write_superblocks(); !w) return w;
+    copy.hand_over();
+    volume_->swap_member(role, &device);
+    retired_.push_back(std::move(replacing_[role]));
+  }
+  copy.drain();
+  if (auto failed = copy.replacement_failed()) {
+    volume_->fail_member(role, Error{EIO, fmt::format("{} missed a write during the handover: {}",
+                                                      device.name(), failed->message)});
+    return fail(EIO, "{} missed a write during the handover; the role is failed", device.name());
+  }
+  if (!volume_->active(role)) {
+    return fail(EIO, "role {} ({}) failed during the handover", role, device.name());
+  }
   // A second record puts the old device two events behind, so an assembly given both tells
   // which one holds the role.
+  std::lock_guard lock(mutex_);
   ++master_.events;
   return write_superblocks();
 }
@@ -165,20 +182,30 @@ Result<void> Array::abandon_replace(unsigned role, ReplacingMember& copy, const 
   {
     std::lock_guard lock(mutex_);
     if (by_role_[role] == &device) {
-      // The handover was under way (its superblocks could not all be written): the role
-      // stays with the replacement, which holds everything; the failed write failed a member.
-      volume_->swap_member(role, &device);
-      retired_.push_back(std::move(replacing_[role]));
+      // The handover was under way: the role is the replacement's, whatever came of it (a
+      // failed superblock write failed a member; a failed handover, the role).
+      if (replacing_[role]) {
+        copy.hand_over();
+        volume_->swap_member(role, &device);
+        retired_.push_back(std::move(replacing_[role]));
+      }
       return fail(why);
     }
+    copy.hand_over_back();
     volume_->swap_member(role, &old);
     retired_.push_back(std::move(replacing_[role]));
   }
-  const bool old_failed = copy.old_failed() || !volume_->active(role);
   if (copy.old_failed() && volume_->active(role)) {
+    // The copy could not read the old device. Failed if the array can do without it (and
+    // then rebuilt onto the replacement, below); never if that would fail the array.
+    if (!runs_without(role)) {
+      return fail(why.code, "{}; the array cannot do without {}, which serves on", why.message,
+                  old.name());
+    }
     volume_->fail_member(role, Error{EIO, fmt::format("{}: read failed while it was copied onto {}",
                                                       old.name(), device.name())});
   }
+  const bool old_failed = !volume_->active(role);
   if (old_failed && !copy.replacement_failed()) {
     raid_log().warn("role {}: {} failed while it was replaced; rebuilding onto {}", role,
                     old.name(), device.name());

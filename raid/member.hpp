@@ -66,7 +66,10 @@ class Member {
   void count(MemberOp op, uint64_t bytes, bool ok);
   MemberCounters counters() const;
   // One more read error healed on this device (Volume: read_failed); the count so far.
-  uint64_t count_corrected() { return corrected_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // (A stand-in such as a hot replace's counts on the device it stands for.)
+  virtual uint64_t count_corrected() {
+    return corrected_.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
 
  private:
   std::string name_;

@@ -43,8 +43,48 @@ bool ReplacingMember::overlaps_writing(uint64_t begin, uint64_t end) const {
                      [&](const Writing& w) { return w.begin < end && begin < w.end; });
 }
 
+uint64_t ReplacingMember::count_corrected() {
+  std::lock_guard lock(mutex_);
+  return alone_ == &replacement_ ? replacement_.count_corrected() : old_.count_corrected();
+}
+
+void ReplacingMember::hand_over() {
+  std::lock_guard lock(mutex_);
+  alone_ = &replacement_;
+}
+
+void ReplacingMember::hand_over_back() {
+  std::lock_guard lock(mutex_);
+  alone_ = &old_;
+}
+
+void ReplacingMember::drain() {
+  std::unique_lock lock(mutex_);
+  drained_.wait(lock, [this] { return in_flight_ == 0; });
+}
+
 void ReplacingMember::submit(MemberRequest request) {
-  if (request.op == MemberOp::read) return old_.submit(std::move(request));
+  Member* only = nullptr;  // a read, or anything once handed over: one device
+  {
+    std::lock_guard lock(mutex_);
+    if (alone_ != nullptr) {
+      only = alone_;
+    } else if (request.op == MemberOp::read) {
+      only = &old_;
+    }
+  }
+  if (only != nullptr) {
+    // Counted on the device itself: status shows its figures, not the stand-in's.
+    const MemberOp op = request.op;
+    const uint64_t length = request.length();
+    request.done = [only, op, length, done = std::move(request.done)](int64_t result) {
+      const bool ok =
+          result >= 0 && (op == MemberOp::flush || static_cast<uint64_t>(result) == length);
+      only->count(op, ok ? length : 0, ok);
+      done(result);
+    };
+    return only->submit(std::move(request));
+  }
   bool mirror = false;
   uint64_t id = 0;
   {
@@ -64,6 +104,7 @@ void ReplacingMember::submit(MemberRequest request) {
         writing_.push_back({id, begin, end});
       }
     }
+    ++in_flight_;
   }
   forward(std::move(request), mirror, id);
 }
@@ -75,7 +116,7 @@ void ReplacingMember::forward(MemberRequest request, bool mirror, uint64_t id) {
   if (!mirror) {
     request.done = [this, op, length, id, done = std::move(done)](int64_t result) {
       old_.count(op, result >= 0 ? length : 0, result >= 0);
-      if (id != 0) finished(id);
+      finished(id);
       done(result);
     };
     return old_.submit(std::move(request));
@@ -99,7 +140,7 @@ void ReplacingMember::forward(MemberRequest request, bool mirror, uint64_t id) {
       done = std::move(pair->done);
       old_result = pair->old_result;
     }
-    if (id != 0) finished(id);
+    finished(id);
     done(old_result);
   };
   MemberRequest copy = request;  // the same buffers: both devices get the same bytes
@@ -125,8 +166,9 @@ void ReplacingMember::forward(MemberRequest request, bool mirror, uint64_t id) {
 
 void ReplacingMember::finished(uint64_t id) {
   std::lock_guard lock(mutex_);
-  std::erase_if(writing_, [id](const Writing& w) { return w.id == id; });
-  if (copying_) drained_.notify_all();
+  if (id != 0) std::erase_if(writing_, [id](const Writing& w) { return w.id == id; });
+  --in_flight_;
+  drained_.notify_all();
 }
 
 void ReplacingMember::note_replacement_failure(const Error& why) {

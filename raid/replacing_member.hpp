@@ -11,6 +11,10 @@
 // the write-intent bitmap and the journal, as well as the data), so their copies on the
 // replacement are as current as the data's.
 //
+// The handover (hand_over): every request then goes to the replacement alone, and drain()
+// waits out the ones sent to both before, so the array can check that the replacement
+// missed none. Abandoned (hand_over_back), everything goes to the old device alone.
+//
 // Failures: a write or flush the old device fails is reported to the caller as the old
 // device's result (the Volume then fails the role, and the replace stops). A write the
 // replacement fails marks the replacement failed: nothing more goes to it, and the caller
@@ -40,6 +44,15 @@ class ReplacingMember final : public Member {
   ReplacingMember(Member& old, Member& replacement, uint64_t begin, uint64_t end);
 
   void submit(MemberRequest request) override;
+  uint64_t count_corrected() override;
+
+  // The handover: from now on every request goes to the replacement alone, with its own
+  // result (the role is the replacement's). Requests already sent to both still finish.
+  void hand_over();
+  // The replace abandoned: from now on every request goes to the old device alone.
+  void hand_over_back();
+  // Waits until no request it forwarded is in flight. Blocking.
+  void drain();
 
   // Copies [copied(), min(copied() + length, end)) from the old device onto the
   // replacement and mirrors writes below it from then on. Blocking; one caller at a time.
@@ -83,6 +96,8 @@ class ReplacingMember final : public Member {
   std::vector<Writing> writing_;                          // writes in flight over uncopied bytes
   std::vector<MemberRequest> waiting_;  // writes over the piece, until it is copied
   uint64_t next_id_ = 1;
+  Member* alone_ = nullptr;  // after a handover (either way): the one device requests go to
+  uint64_t in_flight_ = 0;   // forwarded writes and flushes not yet answered
   std::optional<Error> replacement_error_;
   bool old_failed_ = false;
   AlignedBuffer buffer_;  // copy()'s, allocated by its first call

@@ -319,22 +319,22 @@ bool Volume::read_one(const VolumePiece& seg, Callback& done) {
       geometry_.copies() > 1 ? read_cursor_.fetch_add(1, std::memory_order_relaxed) : 0;
   const std::optional<ChunkLocation> from =
       level_->read_from(stripe, index, members_.active_fn(), spread);
-  if (!from || members_[from->member] == nullptr ||
-      seg.data.size() > members_[from->member]->limits().max_io) {
-    return false;
-  }
+  Member* device = from ? members_[from->member] : nullptr;  // read once: it may be swapped
+  if (device == nullptr || seg.data.size() > device->limits().max_io) return false;
   VolumeCounters::add(stats_.member_read_ios, 1);
   VolumeCounters::add(stats_.direct_reads, 1);
   MemberRequest request;
   request.op = MemberOp::read;
   request.offset = data_offset_ + from->member_offset + seg.offset % chunk;
   request.iov.push_back({seg.data.data(), seg.data.size()});
-  request.done = [this, seg, member = from->member, at = request.offset,
+  request.done = [this, seg, device, member = from->member, at = request.offset,
                   done = std::move(done)](int64_t result) mutable {
-    if (result >= 0 && static_cast<uint64_t>(result) == seg.data.size()) return done({});
+    const bool ok = result >= 0 && static_cast<uint64_t>(result) == seg.data.size();
+    device->count(MemberOp::read, ok ? seg.data.size() : 0, ok);
+    if (ok) return done({});
     read_failed(seg, member, at, result < 0 ? static_cast<int>(-result) : EIO, std::move(done));
   };
-  members_[from->member]->submit(std::move(request));
+  device->submit(std::move(request));
   return true;
 }
 

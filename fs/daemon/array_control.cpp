@@ -239,6 +239,8 @@ std::optional<unsigned> ArrayControl::role_to_rebuild() const {
   Volume& volume = array_.volume();
   for (unsigned role = 0; role < volume.geometry().members(); ++role) {
     if (volume.active(role) || volume.recovering(role)) continue;
+    // A replace whose old device failed rebuilds onto its new device by itself.
+    if (array_.replacement(role) != nullptr) continue;
     if (array_.runs_without(role)) return role;
   }
   return std::nullopt;

@@ -165,6 +165,8 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   auto array = open_array(members, setup);
   if (!array) return launch.report(array.error().message), fail_line(array.error().message);
   for (const std::string& note : (*array)->notes()) fs_log().warn("{}", note);
+  // Before the filesystem's first reads (its journal replay among them).
+  (*array)->set_max_read_errors(config.max_read_errors);
   auto filesystem = fs::Filesystem::mount((*array)->volume(), fs_options);
   if (!filesystem) {
     return launch.report(filesystem.error().message), fail_line(filesystem.error().message);
@@ -176,7 +178,6 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   Array& array_ref = **array;
   fs::Filesystem& fs_ref = **filesystem;
   array_ref.set_rebuild_speed(config.speed_limit_min, config.speed_limit_max);
-  array_ref.set_max_read_errors(config.max_read_errors);
   auto array_control = std::make_unique<fs::ArrayControl>(array_ref, **devices, absolute_mountpoint,
                                                           config.event_program);
   fs::ArrayControl& array_control_ref = *array_control;

@@ -273,9 +273,39 @@ TEST_P(HotReplace, AReplaceCutShortLeavesTheOldDeviceAndABlankNewOne) {
   EXPECT_FALSE(opened) << "a blank device among the members is refused";
 }
 
-TEST(HotReplaceRefusals, NothingChangesForARefusedReplace) {
+// The old device fails while a spare waits (the daemon then rebuilds onto the spare as the
+// replace ends by rebuilding onto its new device): one of them takes the role, the other is
+// refused, and the Volume writes to the device the array records, never to the old one.
+TEST(HotReplaceRaces, AFailingOldDeviceAndASpareRebuild) {
+  MemoryMember spare_medium{"spare", kMemberSize};  // outlives the array
   Replacing r({RaidLevel::raid5, 4});
+  r.array->set_rebuild_speed(2 << 20, 2 << 20);
+  ASSERT_TRUE(r.array->replace(0, &r.fresh));
+  while (r.array->rebuild_progress().done == 0) std::this_thread::sleep_for(milliseconds(1));
+  ASSERT_TRUE(r.array->fail_member(0));
+  auto spare = r.array->rebuild(0, &spare_medium);  // refused while the replace ends, or not
+  r.array->set_rebuild_speed(64 << 20, 0);
+  for (int i = 0; i < 2000 && !r.volume().active(0); ++i) {
+    r.array->wait_rebuild();
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_TRUE(r.volume().active(0));
+  Member* holder = r.array->member_device(0);
+  EXPECT_TRUE(holder == &r.fresh || (spare && holder == &spare_medium)) << holder->name();
+  EXPECT_EQ(r.volume().member(0), holder) << "the Volume writes where the array records";
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> writes{0};
+  std::thread writer([&] { r.writer(stop, 13, writes); });
+  while (writes < 30) std::this_thread::yield();
+  stop = true;
+  writer.join();
+  r.volume().fail_member(1, Error{EIO, "pulled to prove role 0's device right"});
+  r.expect_data();
+}
+
+TEST(HotReplaceRefusals, NothingChangesForARefusedReplace) {
   MemoryMember small_medium{"small", kMemberSize / 2};
+  Replacing r({RaidLevel::raid5, 4});
   EXPECT_FALSE(r.array->replace(7, &r.fresh)) << "no role 7";
   EXPECT_FALSE(r.array->replace(0, r.array->member_device(1))) << "a member already";
   EXPECT_FALSE(r.array->replace(0, &small_medium)) << "too small";
