@@ -131,6 +131,22 @@ class Operations : public ::testing::Test {
     EXPECT_EQ(*bad, 0u);
   }
 
+  // Role 0 is `device`'s now: unmounted, parity (or the copies) checks clean on the new set
+  // of members; mounted from it again, the array loses member 1 and every file still reads.
+  void expect_new_set_holds(const std::filesystem::path& device) {
+    std::vector<std::filesystem::path> members = fs_.members();
+    members[0] = device;
+    fs_.set_members(members);
+    const Status unmounted = fs_.unmount();
+    ASSERT_TRUE(unmounted) << unmounted.error();
+    ASSERT_NO_FATAL_FAILURE(expect_consistent(members));
+    const Status mounted = fs_.mount();
+    ASSERT_TRUE(mounted) << mounted.error();
+    const Ctl second = ctl("fail", "1");
+    ASSERT_EQ(second.status, 0) << second.out;
+    ASSERT_NO_FATAL_FAILURE(expect_files());
+  }
+
   MountedFs fs_;
   std::atomic<bool> stop_{false};
   std::thread writer_;
