@@ -15,6 +15,7 @@
 #include "journal/array_journal.hpp"
 #include "journal/open_array.hpp"
 #include "raid/array.hpp"
+#include "unit/raid/shadow_writer.hpp"
 #include "unit/raid/test_util.hpp"
 
 namespace stripefs {
@@ -77,23 +78,8 @@ struct Replacing {
                        [kind](const ArrayEvent& e) { return e.kind == kind; });
   }
 
-  // Random 4 KiB blocks (partial stripes) and now and then a whole stripe, with the shadow
-  // kept in step, until `stop`.
   void writer(std::atomic<bool>& stop, uint64_t seed, std::atomic<uint64_t>& writes) {
-    std::mt19937_64 rng(seed);
-    const uint64_t stripe = volume().geometry().stripe_data_size();
-    while (!stop.load()) {
-      const bool whole = rng() % 8 == 0;
-      const uint64_t length = whole ? stripe : 4096;
-      const uint64_t at = whole ? rng() % (volume().size() / stripe) * stripe
-                                : rng() % (volume().size() / 4096) * 4096;
-      AlignedBuffer data = test::random_buffer(length, rng());
-      std::lock_guard lock(shadow_mutex);
-      auto w = volume().write(at, data.span());
-      ASSERT_TRUE(w) << w.error().message;
-      std::memcpy(shadow.data() + at, data.data(), length);
-      ++writes;
-    }
+    test::write_randomly(volume(), shadow, shadow_mutex, stop, seed, writes);
   }
   void expect_data() {
     AlignedBuffer back(volume().size());

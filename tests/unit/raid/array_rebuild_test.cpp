@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "raid/array.hpp"
+#include "unit/raid/shadow_writer.hpp"
 #include "unit/raid/test_util.hpp"
 
 namespace stripefs {
@@ -51,23 +52,8 @@ struct Rebuilding {
   }
   Volume& volume() { return array->volume(); }
 
-  // Writes random 4 KiB blocks (partial stripes) and now and then a whole stripe, keeping the
-  // shadow in step, until `stop`.
-  void writer(std::atomic<bool>& stop, uint64_t seed, uint64_t& writes) {
-    std::mt19937_64 rng(seed);
-    const uint64_t stripe = volume().geometry().stripe_data_size();
-    while (!stop.load()) {
-      const bool whole = rng() % 8 == 0;
-      const uint64_t length = whole ? stripe : 4096;
-      const uint64_t at = whole ? rng() % (volume().size() / stripe) * stripe
-                                : rng() % (volume().size() / 4096) * 4096;
-      AlignedBuffer data = test::random_buffer(length, rng());
-      std::lock_guard lock(shadow_mutex);  // the shadow and the volume change together
-      auto w = volume().write(at, data.span());
-      ASSERT_TRUE(w) << w.error().message;
-      std::memcpy(shadow.data() + at, data.data(), length);
-      ++writes;
-    }
+  void writer(std::atomic<bool>& stop, uint64_t seed, std::atomic<uint64_t>& writes) {
+    test::write_randomly(volume(), shadow, shadow_mutex, stop, seed, writes);
   }
   void expect_data() {
     AlignedBuffer back(volume().size());
@@ -89,7 +75,7 @@ TEST_P(ArrayRebuild, ANewDeviceIsRebuiltWhileWritesGoOn) {
   Rebuilding r(GetParam());
   r.volume().fail_member(0, Error{EIO, "pulled"});
   std::atomic<bool> stop{false};
-  uint64_t writes = 0;
+  std::atomic<uint64_t> writes{0};
   std::thread writer([&] { r.writer(stop, 7, writes); });
   while (writes < 50) std::this_thread::yield();  // degraded writes first
   // Slow enough that many writes land behind the recovery point (they must reach the new
@@ -184,7 +170,7 @@ TEST(ArrayRebuildRaid6, ASecondMemberFailingMidRebuildIsHandled) {
   const uint64_t stripes = r.volume().geometry().stripes();
   r.array->set_rebuild_speed(4 << 20, 4 << 20);
   std::atomic<bool> stop{false};
-  uint64_t writes = 0;
+  std::atomic<uint64_t> writes{0};
   std::thread writer([&] { r.writer(stop, 5, writes); });
   ASSERT_TRUE(r.array->rebuild(0, &r.spare));
   while (r.array->rebuild_progress().done < stripes / 3) {
