@@ -58,16 +58,21 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
   Assembly out;
   out.superblock = freshest.sb;
   const Superblock& master = out.superblock;
+  // Members and spares alike must be of this array, with its geometry.
+  auto foreign = [&](const Found& f, const char* what) -> Result<void> {
+    if (f.sb.array_uuid != master.array_uuid) {
+      return fail(EINVAL, "{} {}: array_uuid {} differs from {} of member {}", what,
+                  f.member->name(), format_uuid(f.sb.array_uuid), format_uuid(master.array_uuid),
+                  freshest.member->name());
+    }
+    if (auto field = geometry_mismatch(f.sb, master)) {
+      return fail(EINVAL, "{} {}: {} differs from member {}", what, f.member->name(), *field,
+                  freshest.member->name());
+    }
+    return {};
+  };
   for (const Found& s : spares) {
-    if (s.sb.array_uuid != master.array_uuid) {
-      return fail(EINVAL, "spare {}: array_uuid {} differs from {} of member {}", s.member->name(),
-                  format_uuid(s.sb.array_uuid), format_uuid(master.array_uuid),
-                  freshest.member->name());
-    }
-    if (auto field = geometry_mismatch(s.sb, master)) {
-      return fail(EINVAL, "spare {}: {} differs from member {}", s.member->name(), *field,
-                  freshest.member->name());
-    }
+    if (auto r = foreign(s, "spare"); !r) return fail(r.error());
     out.spares.push_back(s.member);
   }
   out.by_role.assign(master.member_count, nullptr);
@@ -79,15 +84,7 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
     return std::find(superseded.begin(), superseded.end(), &f) != superseded.end();
   };
   for (const Found& f : found) {
-    if (f.sb.array_uuid != master.array_uuid) {
-      return fail(EINVAL, "member {}: array_uuid {} differs from {} of member {}", f.member->name(),
-                  format_uuid(f.sb.array_uuid), format_uuid(master.array_uuid),
-                  freshest.member->name());
-    }
-    if (auto field = geometry_mismatch(f.sb, master)) {
-      return fail(EINVAL, "member {}: {} differs from member {}", f.member->name(), *field,
-                  freshest.member->name());
-    }
+    if (auto r = foreign(f, "member"); !r) return fail(r.error());
     // Two devices with one role (a copy of a member, say): which holds the array's data
     // cannot be chosen silently.
     if (f.sb.role >= master.member_count) {
