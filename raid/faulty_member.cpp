@@ -111,33 +111,34 @@ size_t FaultyMember::power_cut(double survive, uint64_t seed) {
   return lost;
 }
 
-void FaultyMember::hold_reads(ByteRange range) {
+void FaultyMember::hold(MemberOp op, ByteRange range) {
   std::lock_guard lock(mutex_);
+  hold_op_ = op;
   hold_range_ = range;
 }
 
-void FaultyMember::release_reads() {
+void FaultyMember::release_held() {
   std::vector<MemberRequest> held;
   {
     std::lock_guard lock(mutex_);
     hold_range_.reset();
-    held.swap(held_reads_);
+    held.swap(held_);
   }
   for (MemberRequest& request : held) submit(std::move(request));
 }
 
-size_t FaultyMember::held_reads() const {
+size_t FaultyMember::held() const {
   std::lock_guard lock(mutex_);
-  return held_reads_.size();
+  return held_.size();
 }
 
 void FaultyMember::submit(MemberRequest request) {
   std::chrono::microseconds latency;
   {
     std::lock_guard lock(mutex_);
-    if (hold_range_ && request.op == MemberOp::read &&
+    if (hold_range_ && request.op == hold_op_ &&
         hold_range_->overlaps(request.offset, request.length())) {
-      held_reads_.push_back(std::move(request));
+      held_.push_back(std::move(request));
       return;
     }
     latency = latency_;

@@ -51,11 +51,12 @@ class FaultyMember final : public Member {
   void set_latency(std::chrono::microseconds latency);  // delay before reaching inner
   void set_volatile_cache(bool enabled);                // writes wait in a cache for flush
   void heal();                                          // stop failing and corrupting
-  // Reads touching `range` submitted from now on wait, unanswered, until release_reads()
-  // (keeps a read in flight for as long as a test needs). Other requests pass.
-  void hold_reads(ByteRange range);
-  void release_reads();  // sends the held reads on
-  size_t held_reads() const;
+  // Requests of kind `op` (read or write) touching `range` submitted from now on wait,
+  // unanswered, until release_held() (keeps one in flight for as long as a test needs).
+  // Other requests pass.
+  void hold(MemberOp op, ByteRange range);
+  void release_held();  // sends the held requests on
+  size_t held() const;
 
   // Drops unflushed cached writes, keeping each with probability `survive` (0: all lost).
   // Returns how many were lost.
@@ -96,7 +97,8 @@ class FaultyMember final : public Member {
   uint64_t requests_ = 0;
 
   std::optional<ByteRange> hold_range_;
-  std::vector<MemberRequest> held_reads_;
+  MemberOp hold_op_ = MemberOp::read;
+  std::vector<MemberRequest> held_;
   std::chrono::microseconds latency_{0};
   std::deque<Delayed> delayed_;
   std::condition_variable delay_cv_;

@@ -420,10 +420,10 @@ TEST(FsFaultInjection, FreesWaitForReadsInFlight) {
     }
   }
   ASSERT_NE(holder, nullptr);
-  holder->hold_reads({at, at + 4096});
+  holder->hold(MemberOp::read, {at, at + 4096});
   std::promise<Result<fs::ReadReply>> replied;
   t.fs->read(a, 0, 4096, [&](Result<fs::ReadReply> r) { replied.set_value(std::move(r)); });
-  ASSERT_EQ(holder->held_reads(), 1u);
+  ASSERT_EQ(holder->held(), 1u);
 
   ASSERT_TRUE(t.fs->unlink(kRootInode, "a").has_value());
   ASSERT_TRUE(t.fs->sync().has_value());
@@ -436,7 +436,7 @@ TEST(FsFaultInjection, FreesWaitForReadsInFlight) {
   // Released while the writer waits: the write then gets the space.
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    holder->release_reads();
+    holder->release_held();
   });
   w = t.write(b, 0, new_data);
   release.join();
