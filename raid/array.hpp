@@ -300,6 +300,9 @@ class Array {
   };
   Pacing start_pacing();
   void pace(Pacing& pacing, uint64_t written);
+  // The rate pace() would hold to now: the minimum if the array had user I/O since the
+  // last round, else the maximum (0: no limit).
+  uint64_t current_rate(const Pacing& pacing) const;
   // Bytes per round between rate checks: at most 16 MiB, about a quarter second's worth at
   // the current limit.
   uint64_t step_bytes() const;

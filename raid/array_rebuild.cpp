@@ -13,7 +13,8 @@ namespace stripefs {
 
 namespace {
 
-// Member bytes per round between rate checks (Volume::rebuild_member batches inside it).
+// Member bytes per round between rate checks, under a limit (Volume::rebuild_member batches
+// inside it).
 constexpr uint64_t kStepBytes = 16u << 20;
 constexpr auto kCheckpointEvery = std::chrono::seconds(5);
 
@@ -207,33 +208,57 @@ Result<void> Array::rebuild_role(unsigned role) {
     {
       std::lock_guard lock(rebuild_mutex_);
       if (rebuild_stopping_) break;
+      if (speed_generation_ != pacing.generation) {  // new limits: counted from now
+        pacing.generation = speed_generation_;
+        pacing.allowed = 0;
+        pacing.paced = std::chrono::steady_clock::now();
+      }
     }
     if (!volume_->recovering(role)) {
       return fail(EIO, "role {} ({}) failed while it was rebuilt", role, by_role_[role]->name());
     }
+    // Under a limit, a round of step_bytes() between waits. With none, one round for all
+    // that is left (the batches stay pipelined), ended early when a limit starts to apply.
+    const bool limited = current_rate(pacing) != 0;
     const uint64_t count =
-        std::min(std::max<uint64_t>(1, step_bytes() / g.chunk_size()), stripes - stripe);
+        limited ? std::min(std::max<uint64_t>(1, step_bytes() / g.chunk_size()), stripes - stripe)
+                : stripes - stripe;
+    const uint64_t generation = pacing.generation;
+    uint64_t reached = stripe, rebuilt = 0, counted = 0, round_bytes = 0;
+    std::optional<Error> checkpoint_failed;
+    const auto batch_done = [&](uint64_t end) {
+      const uint64_t written = (end - reached) * g.chunk_size();
+      reached = end;
+      round_bytes += written;
+      bool stopping = false;
+      {
+        std::lock_guard lock(rebuild_mutex_);
+        rebuild_.done = end;
+        rebuild_.bytes += written;
+        rebuild_.written += (rebuilt - counted) * g.chunk_size();
+        rebuild_.seconds += seconds_since(window);
+        stopping = rebuild_stopping_ || speed_generation_ != generation;
+      }
+      counted = rebuilt;
+      window = std::chrono::steady_clock::now();
+      if (window - checkpointed >= kCheckpointEvery) {
+        if (auto r = record_checkpoint(role, end); !r) {
+          checkpoint_failed = r.error();
+          return false;
+        }
+        checkpointed = std::chrono::steady_clock::now();
+      }
+      return !stopping && (limited || current_rate(pacing) == 0);
+    };
     bool target_failed = false;
-    uint64_t rebuilt = 0;
-    if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed, needed, &rebuilt);
+    if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed, needed, &rebuilt,
+                                         batch_done);
         !r) {
       return r;
     }
-    stripe += count;
-    const uint64_t written = count * g.chunk_size();
-    {
-      std::lock_guard lock(rebuild_mutex_);
-      rebuild_.done = stripe;
-      rebuild_.bytes += written;
-      rebuild_.written += rebuilt * g.chunk_size();
-      rebuild_.seconds += seconds_since(window);
-    }
-    window = std::chrono::steady_clock::now();
-    pace(pacing, written);
-    if (std::chrono::steady_clock::now() - checkpointed >= kCheckpointEvery) {
-      if (auto r = record_checkpoint(role, stripe); !r) return r;
-      checkpointed = std::chrono::steady_clock::now();
-    }
+    if (checkpoint_failed) return fail(*checkpoint_failed);
+    stripe = reached;
+    pace(pacing, round_bytes);
   }
   if (stripe < stripes) return record_checkpoint(role, stripe);  // stopped: resumes from here
   // Every stripe rebuilt: durable on the device, with its copies of the array's metadata
@@ -281,13 +306,18 @@ Array::Pacing Array::start_pacing() {
 
 // `allowed` is the seconds of work the limits allow since `paced`; a change of the limits
 // (speed_generation_) starts the account afresh, and wakes a waiting task.
-void Array::pace(Pacing& p, uint64_t written) {
+uint64_t Array::current_rate(const Pacing& p) const {
   // md's speed limits: the minimum while the array has other I/O, up to the maximum when it
   // has none. The Volume counts only user I/O (a rebuild's goes to the members directly).
   const VolumeStats now = volume_->stats();
-  const uint64_t ios = now.member_read_ios + now.member_write_ios;
-  const uint64_t rate = ios != p.user_ios ? speed_min_.load() : speed_max_.load();
-  p.user_ios = ios;
+  return now.member_read_ios + now.member_write_ios != p.user_ios ? speed_min_.load()
+                                                                  : speed_max_.load();
+}
+
+void Array::pace(Pacing& p, uint64_t written) {
+  const uint64_t rate = current_rate(p);
+  const VolumeStats now = volume_->stats();
+  p.user_ios = now.member_read_ios + now.member_write_ios;
   p.allowed += rate == 0 ? 0.0 : static_cast<double>(written) / static_cast<double>(rate);
   const double ahead = p.allowed - seconds_since(p.paced);
   if (ahead > 0) {

@@ -47,6 +47,7 @@
 #include "raid/aligned_buffer.hpp"
 #include "raid/buffer_pool.hpp"
 #include "raid/geometry.hpp"
+#include "raid/io_batch.hpp"
 #include "raid/level.hpp"
 #include "raid/member.hpp"
 #include "raid/member_set.hpp"
@@ -114,10 +115,15 @@ class Volume {
   // to them is in flight), for which of its stripes need rebuilding; the others are only
   // counted in sync (a re-add at run time: the bitmap says what the member missed).
   using NeededStripes = std::function<std::function<bool(uint64_t stripe)>()>;
-  // `rebuilt`, if given, is increased by the stripes actually rebuilt.
+  // `rebuilt`, if given, is increased by the stripes actually rebuilt. `batch_done`, if
+  // given, is called as each batch is written and in sync, with the stripe it ends before
+  // (in order, on the calling thread, with later batches' locks held: no Volume I/O from
+  // it); false stops the rebuild there, the batches already under way finished first.
+  // Batches overlap: the next one is read while this one is rebuilt and the last written.
+  using BatchDone = std::function<bool(uint64_t end)>;
   Result<void> rebuild_member(unsigned member, uint64_t first, uint64_t count,
                               bool* target_failed = nullptr, const NeededStripes& needed = nullptr,
-                              uint64_t* rebuilt = nullptr);
+                              uint64_t* rebuilt = nullptr, const BatchDone& batch_done = nullptr);
   void restore_member(unsigned member) { members_.restore(member); }
 
   // Rebuilding onto a new device while the array is in use (md's recovery): role `member`,
@@ -213,12 +219,13 @@ class Volume {
   // Checking and rebuilding a stripe (volume_repair.cpp).
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,
                             std::span<std::byte> expected);
-  static constexpr int kTargetFailed = -1;  // rebuild_rows: the target refused the write
-  // Under the locks of stripes [first, end): rebuilds `member`'s chunks of them, with one
-  // read per source member and one write to the target (merged runs), in `scratch`.
-  Result<void> rebuild_rows(unsigned member, uint64_t first, uint64_t end,
-                            std::span<std::byte> scratch,
-                            const std::function<bool(uint64_t)>& needed, uint64_t& rebuilt);
+  static constexpr int kTargetFailed = -1;  // rebuild_member: the target refused the write
+  // A batch of stripes being rebuilt (volume_rebuild.cpp): read_rows plans its rows and
+  // submits their reads; rebuild_rows waits for them, rebuilds the member's chunks in the
+  // batch's scratch, and returns the writes that put them on the member.
+  struct RebuildBatch;
+  void read_rows(unsigned member, RebuildBatch& batch);
+  Result<std::vector<PlannedIo>> rebuild_rows(unsigned member, RebuildBatch& batch);
   // Stripes per rebuild_rows batch: about kRebuildBatchBytes of each member.
   static constexpr uint64_t kRebuildBatchBytes = 4u << 20;
   uint64_t rebuild_batch() const;
@@ -231,7 +238,7 @@ class Volume {
   std::atomic<uint64_t> read_cursor_{0};  // spreads mirror reads over the copies
 
   StripeLocks locks_;
-  std::mutex rebuild_mutex_;  // guards rebuild_scratch_: one rebuild_member at a time
+  std::mutex rebuild_mutex_;  // guards rebuild_scratch_ (three batches): one rebuild at a time
   AlignedBuffer rebuild_scratch_;
   WriteIntent* intent_ = nullptr;
   std::atomic<uint32_t> max_read_errors_{kDefaultMaxReadErrors};

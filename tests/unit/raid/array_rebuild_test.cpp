@@ -3,6 +3,7 @@
 // rebuilt device carries the data on its own (another member then fails).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -135,6 +136,63 @@ TEST_P(ArrayRebuild, AStoppedRebuildResumesFromItsCheckpoint) {
   auto bad = r.volume().count_inconsistent_stripes(0, stripes);
   ASSERT_TRUE(bad);
   EXPECT_EQ(*bad, 0u);
+}
+
+// Pipelined: while one batch's rebuilt chunks are written to the new device, the next batch
+// is read from the sources (the two are busy at once, as on devices they are independent),
+// and a batch counts as in sync only once its write is done. Here the first batch's write and
+// the second batch's reads are held: both are in flight together, and nothing is in sync yet.
+TEST_P(ArrayRebuild, TheNextBatchIsReadWhileTheLastIsWritten) {
+  Rebuilding r(GetParam());
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  const uint64_t data_offset = r.array->superblock().data_offset;
+  // Volume::kRebuildBatchBytes of each member: its stripes, and where the next batch starts
+  // on the members (at RAID10 a member holds only some of a batch's stripes).
+  const uint64_t batch = (4 << 20) / kChunk;
+  ASSERT_GT(r.volume().geometry().stripes(), batch) << "needs two batches";
+  const uint64_t first_batch = r.volume().member_range(batch, batch).first;
+  r.spare.hold(MemberOp::write, {data_offset, data_offset + 1});
+  for (auto& source : r.media.faulty) {
+    source->hold(MemberOp::read, {data_offset + first_batch, data_offset + kMemberSize});
+  }
+  ASSERT_TRUE(r.array->rebuild(0, &r.spare));
+  const auto both_held = [&] {
+    return r.spare.held() > 0 && std::any_of(r.media.faulty.begin(), r.media.faulty.end(),
+                                             [](auto& source) { return source->held() > 0; });
+  };
+  for (int i = 0; i < 10000 && !both_held(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool overlapped = both_held();
+  EXPECT_TRUE(overlapped) << "the second batch was not read while the first was written";
+  EXPECT_EQ(r.volume().recovered(0), 0u) << "in sync before its write was done";
+  for (auto& source : r.media.faulty) source->release_held();
+  r.spare.release_held();
+  const RebuildProgress progress = r.array->wait_rebuild();
+  EXPECT_FALSE(progress.error) << progress.error->message;
+  EXPECT_TRUE(r.volume().active(0));
+  auto bad = r.volume().count_inconsistent_stripes(0, r.volume().geometry().stripes());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 0u);
+  r.volume().fail_member(1, Error{EIO, "pulled too"});
+  r.expect_data();
+}
+
+// The write of a later batch fails while the one before it is done: the rebuild fails, the
+// device leaves the role, and every stripe lock is given back (writes everywhere go on).
+TEST_P(ArrayRebuild, AFailedWriteOfALaterBatchLeavesNoStripeLocked) {
+  Rebuilding r(GetParam());
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  const uint64_t data_offset = r.array->superblock().data_offset;
+  const uint64_t second_batch = data_offset + (4 << 20);
+  r.spare.fail_range(MemberOp::write, {second_batch, second_batch + kChunk});
+  ASSERT_TRUE(r.array->rebuild(0, &r.spare));
+  const RebuildProgress progress = r.array->wait_rebuild();
+  ASSERT_TRUE(progress.error);
+  EXPECT_FALSE(r.volume().active(0));
+  EXPECT_FALSE(r.volume().recovering(0));
+  ASSERT_TRUE(r.volume().write(0, r.shadow.span()));  // would wait forever on a kept lock
+  r.expect_data();
 }
 
 // RAID6 with two members failed rebuilds both, one after the other.
