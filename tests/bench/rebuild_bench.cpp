@@ -16,7 +16,10 @@
 //  - full-stripe writes to the degraded array for a few seconds, alone and then beside a
 //    rebuild limited to --limit (md's speed_limit_min = max): the share of write throughput
 //    kept, and the rebuild's own rate meanwhile.
-// Passes alternate the new device between two files; figures are medians.
+// Passes alternate the new device between two files; figures are medians. With --device-rate,
+// every member file is served as an independent device of that bandwidth (ModeledDevice):
+// then the ratio to the direct read says how close the rebuild comes to one member's
+// streaming speed, as it would on disks or SSDs.
 #include "bench/rebuild_bench.hpp"
 
 #include <atomic>
@@ -27,6 +30,7 @@
 #include <thread>
 
 #include "bench/bench_util.hpp"
+#include "bench/modeled_device.hpp"
 #include "raid/aligned_buffer.hpp"
 #include "raid/array.hpp"
 #include "raid/level.hpp"
@@ -145,6 +149,16 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
   auto files = MemberFiles::create(o.dir, o.members + 2, o.member_size, **engine);
   if (!files) return fail_with(files.error());
   std::vector<Member*> all = (*files)->members();
+  // With a device rate, each file is served as an independent device of that bandwidth.
+  std::unique_ptr<DeviceClock> clock;
+  std::vector<std::unique_ptr<ModeledDevice>> devices;
+  if (o.device_rate != 0) {
+    clock = std::make_unique<DeviceClock>();
+    for (Member*& m : all) {
+      devices.push_back(std::make_unique<ModeledDevice>(*m, o.device_rate, *clock));
+      m = devices.back().get();
+    }
+  }
   std::vector<Member*> members(all.begin(), all.begin() + o.members);
   // Devices role 0 is not on: each rebuild takes one, and gives back the one it replaced.
   std::deque<Member*> free = {all[o.members], all[o.members + 1]};
@@ -175,10 +189,13 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
   }
   // What one member holds of the array's data (on RAID10 a member holds only some rows).
   const uint64_t rebuilt_bytes = created->data_size;
-  std::printf("# rebuild: %s, %u members of %s, chunk %s; %s rebuilt per pass\n",
-              std::string(to_string(o.level)).c_str(), o.members,
-              format_size(o.member_size).c_str(), format_size(o.chunk).c_str(),
-              format_size(rebuilt_bytes).c_str());
+  std::printf(
+      "# rebuild: %s, %u members of %s, chunk %s; %s rebuilt per pass; members %s\n",
+      std::string(to_string(o.level)).c_str(), o.members, format_size(o.member_size).c_str(),
+      format_size(o.chunk).c_str(), format_size(rebuilt_bytes).c_str(),
+      o.device_rate == 0
+          ? "as fast as the files go"
+          : fmt::format("modeled as devices of {}/s each", format_size(o.device_rate)).c_str());
 
   std::vector<double> direct, same_io, rebuild, replace, copy_io, alone, beside, limited_rate;
   for (unsigned pass = 0; pass < o.repeat; ++pass) {

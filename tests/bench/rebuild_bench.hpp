@@ -16,6 +16,9 @@ struct RebuildBenchOptions {
   uint64_t limit = 32ull << 20;  // the rate-limited rebuild's speed (min = max), per second
   double seconds = 3;            // each timed phase of user I/O
   unsigned repeat = 3;
+  // Bytes per second of each member modeled as a device (ModeledDevice); 0: the files as
+  // they are.
+  uint64_t device_rate = 0;
 };
 
 int run_rebuild_bench(const RebuildBenchOptions& options);

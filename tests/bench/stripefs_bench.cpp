@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   rebuild_cmd->add_option("--seconds", rebuild.seconds,
                           "length of each timed phase of user writes (default 3)");
   rebuild_cmd->add_option("--repeat", rebuild.repeat, "passes; figures are medians (default 3)");
+  std::string rebuild_device_rate = "0";
+  rebuild_cmd->add_option("--device-rate", rebuild_device_rate,
+                          "serve each member file as an independent device of this bandwidth "
+                          "per second, e.g. 200M (default 0: as fast as the files go)");
 
   stripefs::bench::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand(
@@ -142,7 +146,8 @@ int main(int argc, char** argv) {
     uint64_t chunk_bytes = 0;
     for (auto [text, target] :
          {std::pair{&rebuild_size, &rebuild.member_size}, std::pair{&rebuild_chunk, &chunk_bytes},
-          std::pair{&rebuild_limit, &rebuild.limit}}) {
+          std::pair{&rebuild_limit, &rebuild.limit},
+          std::pair{&rebuild_device_rate, &rebuild.device_rate}}) {
       auto parsed = stripefs::parse_size(*text);
       if (!parsed) {
         std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
