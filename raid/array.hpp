@@ -303,6 +303,20 @@ class Array {
   // The rate pace() would hold to now: the minimum if the array had user I/O since the
   // last round, else the maximum (0: no limit).
   uint64_t current_rate(const Pacing& pacing) const;
+  // A round of a background task between two pace() calls: under a limit, step_bytes();
+  // with none, all that is left, so its pipeline is never drained early, ended when a limit
+  // starts to apply. start_round: false once the array is closing (new limits are counted
+  // from here). round_progress, after each piece: counts it in the task's progress
+  // (`done` in the task's units, `moved` and `written` bytes) and says whether the round
+  // goes on (no stop, no new limits, and no limit come to apply to an unlimited round).
+  struct Round {
+    std::chrono::steady_clock::time_point window;  // progress counted up to here
+    bool limited = false;
+    uint64_t bytes = 0;  // moved in this round
+  };
+  bool start_round(Pacing& pacing, Round& round);
+  bool round_progress(const Pacing& pacing, Round& round, uint64_t done, uint64_t moved,
+                      uint64_t written);
   // Bytes per round between rate checks: at most 16 MiB, about a quarter second's worth at
   // the current limit.
   uint64_t step_bytes() const;

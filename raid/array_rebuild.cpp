@@ -203,52 +203,32 @@ Result<void> Array::rebuild_role(unsigned role) {
     };
   }
   Pacing pacing = start_pacing();
-  auto window = started;
+  Round round{started};
   while (stripe < stripes) {
-    {
-      std::lock_guard lock(rebuild_mutex_);
-      if (rebuild_stopping_) break;
-      if (speed_generation_ != pacing.generation) {  // new limits: counted from now
-        pacing.generation = speed_generation_;
-        pacing.allowed = 0;
-        pacing.paced = std::chrono::steady_clock::now();
-      }
-    }
+    if (!start_round(pacing, round)) break;
     if (!volume_->recovering(role)) {
       return fail(EIO, "role {} ({}) failed while it was rebuilt", role, by_role_[role]->name());
     }
-    // Under a limit, a round of step_bytes() between waits. With none, one round for all
-    // that is left (the batches stay pipelined), ended early when a limit starts to apply.
-    const bool limited = current_rate(pacing) != 0;
     const uint64_t count =
-        limited ? std::min(std::max<uint64_t>(1, step_bytes() / g.chunk_size()), stripes - stripe)
-                : stripes - stripe;
-    const uint64_t generation = pacing.generation;
-    uint64_t reached = stripe, rebuilt = 0, counted = 0, round_bytes = 0;
+        round.limited
+            ? std::min(std::max<uint64_t>(1, step_bytes() / g.chunk_size()), stripes - stripe)
+            : stripes - stripe;
+    uint64_t reached = stripe, rebuilt = 0, counted = 0;
     std::optional<Error> checkpoint_failed;
     const auto batch_done = [&](uint64_t end) {
       const uint64_t written = (end - reached) * g.chunk_size();
       reached = end;
-      round_bytes += written;
-      bool stopping = false;
-      {
-        std::lock_guard lock(rebuild_mutex_);
-        rebuild_.done = end;
-        rebuild_.bytes += written;
-        rebuild_.written += (rebuilt - counted) * g.chunk_size();
-        rebuild_.seconds += seconds_since(window);
-        stopping = rebuild_stopping_ || speed_generation_ != generation;
-      }
+      const bool goes_on =
+          round_progress(pacing, round, end, written, (rebuilt - counted) * g.chunk_size());
       counted = rebuilt;
-      window = std::chrono::steady_clock::now();
-      if (window - checkpointed >= kCheckpointEvery) {
+      if (std::chrono::steady_clock::now() - checkpointed >= kCheckpointEvery) {
         if (auto r = record_checkpoint(role, end); !r) {
           checkpoint_failed = r.error();
           return false;
         }
         checkpointed = std::chrono::steady_clock::now();
       }
-      return !stopping && (limited || current_rate(pacing) == 0);
+      return goes_on;
     };
     bool target_failed = false;
     if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed, needed, &rebuilt,
@@ -258,7 +238,7 @@ Result<void> Array::rebuild_role(unsigned role) {
     }
     if (checkpoint_failed) return fail(*checkpoint_failed);
     stripe = reached;
-    pace(pacing, round_bytes);
+    pace(pacing, round.bytes);
   }
   if (stripe < stripes) return record_checkpoint(role, stripe);  // stopped: resumes from here
   // Every stripe rebuilt: durable on the device, with its copies of the array's metadata
@@ -292,6 +272,37 @@ uint64_t Array::step_bytes() const {
       speed_max_.load() == 0 ? 0 : std::max(speed_min_.load(), speed_max_.load());
   const uint64_t bytes = limit == 0 ? kStepBytes : std::min(kStepBytes, limit / 4);
   return std::max(kUnit, bytes / kUnit * kUnit);
+}
+
+bool Array::start_round(Pacing& pacing, Round& round) {
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    if (rebuild_stopping_) return false;
+    if (speed_generation_ != pacing.generation) {  // new limits: counted from now
+      pacing.generation = speed_generation_;
+      pacing.allowed = 0;
+      pacing.paced = std::chrono::steady_clock::now();
+    }
+  }
+  round.limited = current_rate(pacing) != 0;
+  round.bytes = 0;
+  return true;
+}
+
+bool Array::round_progress(const Pacing& pacing, Round& round, uint64_t done, uint64_t moved,
+                           uint64_t written) {
+  round.bytes += moved;
+  bool stopping = false;
+  {
+    std::lock_guard lock(rebuild_mutex_);
+    rebuild_.done = done;
+    rebuild_.bytes += moved;
+    rebuild_.written += written;
+    rebuild_.seconds += seconds_since(round.window);
+    stopping = rebuild_stopping_ || speed_generation_ != pacing.generation;
+  }
+  round.window = std::chrono::steady_clock::now();
+  return !stopping && (round.limited || current_rate(pacing) == 0);
 }
 
 Array::Pacing Array::start_pacing() {

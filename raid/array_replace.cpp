@@ -99,36 +99,29 @@ Result<void> Array::replace_role(unsigned role) {
     rebuild_.seconds = 0;
   }
   Pacing pacing = start_pacing();
-  auto window = started;
+  Round round{started};
   while (!copy->complete()) {
-    {
-      std::lock_guard lock(rebuild_mutex_);
-      if (rebuild_stopping_) {
-        return abandon_replace(role, *copy,
-                               Error{ECANCELED,
-                                     "the array closed before the copy was complete; "
-                                     "run the replace again"});
-      }
+    if (!start_round(pacing, round)) {
+      return abandon_replace(role, *copy,
+                             Error{ECANCELED,
+                                   "the array closed before the copy was complete; "
+                                   "run the replace again"});
     }
     if (!volume_->active(role)) {
       return abandon_replace(
           role, *copy,
           Error{EIO, fmt::format("role {} ({}) failed", role, copy->old_device().name())});
     }
-    const uint64_t before = copy->copied();
-    const Result<void> step = copy->copy(step_bytes());
-    const uint64_t moved = copy->copied() - before;
-    {
-      std::lock_guard lock(rebuild_mutex_);
-      rebuild_.done = copy->copied() - copy->begin();
-      rebuild_.bytes += moved;
-      rebuild_.written += moved;
-      rebuild_.seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - window).count();
-    }
-    window = std::chrono::steady_clock::now();
+    uint64_t reached = copy->copied();
+    const uint64_t length = round.limited ? step_bytes() : copy->end() - reached;
+    const Result<void> step = copy->copy(length, [&](uint64_t copied) {
+      const uint64_t moved = copied - reached;
+      reached = copied;
+      return round_progress(pacing, round, copied - copy->begin(), moved, moved) &&
+             volume_->active(role);
+    });
     if (!step) return abandon_replace(role, *copy, step.error());
-    pace(pacing, moved);
+    pace(pacing, round.bytes);
   }
   if (auto r = finish_replace(role, *copy); !r) return abandon_replace(role, *copy, r.error());
   raid_log().warn(

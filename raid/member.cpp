@@ -1,6 +1,7 @@
 #include "raid/member.hpp"
 
 #include <cstring>
+#include <memory>
 
 #include "raid/wait.hpp"
 
@@ -32,14 +33,9 @@ MemberCounters Member::counters() const {
 
 namespace {
 
-Result<void> run_sync(Member& member, MemberRequest request) {
-  const uint64_t expected = request.length();
-  const uint64_t offset = request.offset;
-  const MemberOp op = request.op;
-  const int64_t result = wait_for<int64_t>([&](std::function<void(int64_t)> done) {
-    request.done = std::move(done);
-    member.submit(std::move(request));
-  });
+// Counts a finished request on its member and says what came of it.
+Result<void> outcome(Member& member, MemberOp op, uint64_t offset, uint64_t expected,
+                     int64_t result) {
   member.count(op, result > 0 ? static_cast<uint64_t>(result) : 0,
                result >= 0 && (op == MemberOp::flush || static_cast<uint64_t>(result) == expected));
   const char* what = op == MemberOp::read ? "read" : op == MemberOp::write ? "write" : "flush";
@@ -54,7 +50,33 @@ Result<void> run_sync(Member& member, MemberRequest request) {
   return {};
 }
 
+Result<void> run_sync(Member& member, MemberRequest request) {
+  const uint64_t expected = request.length();
+  const uint64_t offset = request.offset;
+  const MemberOp op = request.op;
+  const int64_t result = wait_for<int64_t>([&](std::function<void(int64_t)> done) {
+    request.done = std::move(done);
+    member.submit(std::move(request));
+  });
+  return outcome(member, op, offset, expected, result);
+}
+
 }  // namespace
+
+std::future<Result<void>> member_start(Member& member, MemberOp op, uint64_t offset,
+                                       std::span<std::byte> buffer) {
+  auto promise = std::make_shared<std::promise<Result<void>>>();
+  std::future<Result<void>> future = promise->get_future();
+  MemberRequest request;
+  request.op = op;
+  request.offset = offset;
+  request.iov.push_back({buffer.data(), buffer.size()});
+  request.done = [&member, op, offset, expected = buffer.size(), promise](int64_t result) {
+    promise->set_value(outcome(member, op, offset, expected, result));
+  };
+  member.submit(std::move(request));
+  return future;
+}
 
 Result<void> member_read(Member& member, uint64_t offset, std::span<std::byte> buffer) {
   MemberRequest request;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <span>
 #include <string>
 #include <vector>
@@ -95,5 +96,10 @@ Result<void> member_read(Member& member, uint64_t offset, std::span<std::byte> b
 Result<void> member_write(Member& member, uint64_t offset, std::span<const std::byte> buffer,
                           bool fua = false);
 Result<void> member_flush(Member& member);
+// A read or write of `buffer` at `offset`, started: the future gives what member_read or
+// member_write would have returned, once it has finished (for a caller that starts more
+// meanwhile). The buffer must stay live until then.
+std::future<Result<void>> member_start(Member& member, MemberOp op, uint64_t offset,
+                                       std::span<std::byte> buffer);
 
 }  // namespace stripefs

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "raid/aligned_buffer.hpp"
 
@@ -10,7 +12,8 @@ namespace stripefs {
 
 namespace {
 
-// The most a write over the piece being copied waits for: one piece's read and write.
+// A piece of the copy. The most a write over the pieces being copied waits for is about two
+// pieces' transfers (the next piece is read while this one is written).
 constexpr uint64_t kPieceBytes = 4u << 20;
 
 }  // namespace
@@ -176,39 +179,86 @@ void ReplacingMember::note_replacement_failure(const Error& why) {
   if (!replacement_error_) replacement_error_ = why;
 }
 
-Result<void> ReplacingMember::copy(uint64_t length) {
-  if (buffer_.size() == 0) buffer_ = AlignedBuffer(kPieceBytes);  // kept: one per replace
-  AlignedBuffer& buffer = buffer_;
+// Pipelined in two, as a rebuild is: while one piece is written to the replacement, the
+// next is read from the old device, so on devices the copy goes at one device's rate, not
+// half of it. Both pieces count as being copied (writes over them wait); copied_ moves up
+// as each piece's write is done.
+Result<void> ReplacingMember::copy(uint64_t length,
+                                   const std::function<bool(uint64_t)>& piece_done) {
+  if (buffer_.size() == 0) buffer_ = AlignedBuffer(2 * kPieceBytes);  // kept: one per replace
   uint64_t at = copied();
   const uint64_t stop = std::min(end_, at + length);
-  while (at < stop) {
-    const uint64_t piece = std::min<uint64_t>(buffer.size(), stop - at);
-    {
-      std::unique_lock lock(mutex_);
-      if (replacement_error_) return fail(*replacement_error_);
-      copying_ = {at, at + piece};
-      drained_.wait(lock, [&] { return !overlaps_writing(at, at + piece); });
-    }
-    auto data = buffer.span().first(piece);
-    Result<void> done = member_read(old_, at, data);
-    if (!done) {
-      std::lock_guard lock(mutex_);
-      old_failed_ = true;
-    } else if (done = member_write(replacement_, at, data); !done) {
-      note_replacement_failure(done.error());
-    }
+  if (at >= stop) return {};
+  // Marks [begin, end) as being copied (with whatever is being copied already) and waits
+  // out the writes in flight over it; false if the replacement has failed.
+  const auto claim = [this](uint64_t begin, uint64_t end) {
+    std::unique_lock lock(mutex_);
+    if (replacement_error_) return false;
+    copying_ = {copying_ ? copying_->first : begin, end};
+    drained_.wait(lock, [&] { return !overlaps_writing(begin, end); });
+    return true;
+  };
+  const auto piece_at = [&](uint64_t begin, unsigned index) {
+    return buffer_.span().subspan(index % 2 * kPieceBytes, std::min(kPieceBytes, stop - begin));
+  };
+  // The writes that waited go on (those over a piece still being copied wait again).
+  const auto release = [this](std::optional<std::pair<uint64_t, uint64_t>> still) {
     std::vector<MemberRequest> waiting;
     {
       std::lock_guard lock(mutex_);
-      if (done) copied_ = at + piece;
-      copying_.reset();
+      copying_ = still;
       waiting = std::exchange(waiting_, {});
     }
     for (MemberRequest& r : waiting) submit(std::move(r));
-    if (!done) return fail(done.error());  // it names the device
-    at += piece;
+  };
+  const auto old_read_failed = [this] {
+    std::lock_guard lock(mutex_);
+    old_failed_ = true;
+  };
+
+  unsigned index = 0;
+  std::span<std::byte> data = piece_at(at, index);
+  if (!claim(at, at + data.size())) return fail(*replacement_failed());
+  Result<void> status = member_read(old_, at, data);
+  if (!status) old_read_failed();
+  while (status) {
+    const uint64_t end = at + data.size();
+    std::future<Result<void>> written = member_start(replacement_, MemberOp::write, at, data);
+    std::optional<std::future<Result<void>>> next_read;
+    std::span<std::byte> next;
+    if (end < stop) {
+      next = piece_at(end, index + 1);
+      if (claim(end, end + next.size())) {
+        next_read = member_start(old_, MemberOp::read, end, next);
+      }
+    }
+    status = written.get();
+    if (!status) note_replacement_failure(status.error());
+    Result<void> read = next_read ? next_read->get() : Result<void>{};
+    bool goes_on = true;
+    if (status) {
+      {
+        std::lock_guard lock(mutex_);
+        copied_ = end;
+      }
+      if (piece_done) goes_on = piece_done(end);
+    }
+    if (!status || !next_read || !read || !goes_on) {
+      if (status && !read) {
+        old_read_failed();
+        status = read;
+      } else if (status && goes_on && !next_read && end < stop) {
+        status = fail(*replacement_failed());  // it failed meanwhile: claim() refused
+      }
+      break;
+    }
+    release(std::pair{end, end + next.size()});
+    at = end;
+    data = next;
+    ++index;
   }
-  return {};
+  release(std::nullopt);
+  return status;  // an error names the device
 }
 
 }  // namespace stripefs

@@ -6,7 +6,9 @@
 //
 // A piece is copied without stripe locks: writes that overlap it and arrive meanwhile wait
 // here (queued, not blocked) until it is copied, and the copy waits for the writes already in
-// flight over it, so the replacement never gets a stale copy of bytes written meanwhile.
+// flight over it, so the replacement never gets a stale copy of bytes written meanwhile. Two
+// pieces are under way at once (the next read from the old device while this one is written
+// to the replacement), so on devices the copy goes at one device's rate.
 // Writes elsewhere go on. This covers the whole device from `begin` (the metadata areas,
 // the write-intent bitmap and the journal, as well as the data), so their copies on the
 // replacement are as current as the data's.
@@ -25,6 +27,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -57,7 +60,10 @@ class ReplacingMember final : public Member {
   // Copies [copied(), min(copied() + length, end)) from the old device onto the
   // replacement and mirrors writes below it from then on. Blocking; one caller at a time.
   // An error says which device failed: old_failed() or replacement_failed() tells.
-  Result<void> copy(uint64_t length);
+  // `piece_done`, if given, is called with copied() after each piece; false stops the copy
+  // there (the next piece's read, under way, is let finish and not written).
+  Result<void> copy(uint64_t length,
+                    const std::function<bool(uint64_t copied)>& piece_done = nullptr);
 
   Member& old_device() const { return old_; }
   Member& replacement() const { return replacement_; }

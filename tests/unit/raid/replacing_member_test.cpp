@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include "unit/raid/test_util.hpp"
 
@@ -93,6 +94,70 @@ TEST(ReplacingMember, WritesOverThePieceBeingCopiedWaitForIt) {
   EXPECT_EQ(written.get(), 4096);
   EXPECT_EQ(std::memcmp(d.new_medium.contents().data() + kBegin + 8192, data.data(), 4096), 0);
   EXPECT_TRUE(d.same(kBegin, 65536));
+}
+
+// Pipelined: the next piece is read from the old device while this one is written to the
+// replacement. Here the first piece's write and the second piece's read are held: both are in
+// flight together, nothing counts as copied yet, and a write over the second piece waits for
+// its copy, then reaches both devices.
+TEST(ReplacingMember, TheNextPieceIsReadWhileThisOneIsWritten) {
+  constexpr uint64_t size = 12 << 20, piece = 4 << 20;
+  MemoryMember old_medium{"old", size};
+  MemoryMember new_medium{"new", size};
+  FaultyMember old{old_medium};
+  FaultyMember fresh{new_medium};
+  AlignedBuffer fill = test::random_buffer(size, 4);
+  std::memcpy(old_medium.contents().data(), fill.data(), size);
+  ReplacingMember replacing{old, fresh, kBegin, size};
+  fresh.hold(MemberOp::write, {kBegin, kBegin + 1});
+  old.hold(MemberOp::read, {kBegin + piece, kBegin + piece + 1});
+  auto copying = std::async(std::launch::async, [&] { return replacing.copy(size); });
+  for (int i = 0; i < 10000 && (fresh.held() == 0 || old.held() == 0); ++i) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_EQ(fresh.held(), 1u) << "the first piece's write";
+  EXPECT_EQ(old.held(), 1u) << "the second piece was not read while the first was written";
+  EXPECT_EQ(replacing.copied(), kBegin);
+  AlignedBuffer data = test::random_buffer(4096, 5);
+  auto written = std::make_shared<std::promise<int64_t>>();
+  auto result = written->get_future();
+  MemberRequest request;
+  request.op = MemberOp::write;
+  request.offset = kBegin + piece + 8192;
+  request.iov = {{data.data(), data.size()}};
+  request.done = [written](int64_t r) { written->set_value(r); };
+  replacing.submit(std::move(request));
+  EXPECT_EQ(result.wait_for(milliseconds(50)), std::future_status::timeout)
+      << "a write over a piece being copied went on";
+  old.release_held();
+  fresh.release_held();
+  ASSERT_TRUE(copying.get());
+  EXPECT_EQ(result.get(), 4096);
+  EXPECT_EQ(replacing.copied(), size);
+  EXPECT_EQ(std::memcmp(old_medium.contents().data() + kBegin,
+                        new_medium.contents().data() + kBegin, size - kBegin),
+            0);
+  EXPECT_EQ(std::memcmp(new_medium.contents().data() + kBegin + piece + 8192, data.data(), 4096),
+            0);
+}
+
+// Asked to stop after a piece, the copy stops there: the next piece, already being read, is
+// not written, and writes over it go on.
+TEST(ReplacingMember, ACopyToldToStopEndsAfterThePieceUnderWay) {
+  constexpr uint64_t size = 12 << 20, piece = 4 << 20;
+  MemoryMember old_medium{"old", size};
+  MemoryMember new_medium{"new", size};
+  ReplacingMember replacing{old_medium, new_medium, kBegin, size};
+  std::vector<uint64_t> seen;
+  ASSERT_TRUE(replacing.copy(size, [&](uint64_t copied) {
+    seen.push_back(copied);
+    return false;
+  }));
+  EXPECT_EQ(seen, std::vector<uint64_t>{kBegin + piece});
+  EXPECT_EQ(replacing.copied(), kBegin + piece);
+  EXPECT_EQ(new_medium.counters().written_bytes, piece);
+  ASSERT_TRUE(replacing.copy(size));  // resumes where it stopped
+  EXPECT_EQ(replacing.copied(), size);
 }
 
 TEST(ReplacingMember, AFailingReplacementGetsNothingMoreAndTheCallerNeverNotices) {
