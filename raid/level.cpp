@@ -82,4 +82,10 @@ void Level::plan_as_is(StripeIo& io, const StripeWrite& s, std::vector<PlannedIo
   VolumeCounters::add(s.full ? io.stats.full_stripe_bytes : io.stats.partial_stripe_bytes, s.bytes);
 }
 
+parity::Located Level::locate(std::span<std::byte* const> slots, std::span<std::byte> scratch,
+                              size_t chunk) const {
+  if (disagreements(slots, scratch, chunk).empty()) return {};
+  return {parity::Located::Kind::unknown, 0};
+}
+
 }  // namespace stripefs

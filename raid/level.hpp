@@ -17,6 +17,7 @@
 
 #include "raid/geometry.hpp"
 #include "raid/io_batch.hpp"
+#include "raid/parity.hpp"
 #include "raid/result.hpp"
 #include "raid/stripe_io.hpp"
 
@@ -70,6 +71,14 @@ class Level {
   // should hold. `scratch` holds two chunks for computed contents.
   virtual std::vector<std::pair<size_t, const std::byte*>> disagreements(
       std::span<std::byte* const> slots, std::span<std::byte> scratch, size_t chunk) const = 0;
+  // Scrub: which slot of the set (as read) is wrong, when the level can tell without
+  // checksums. RAID6's syndromes name a single bad chunk; a mirror copy that every other
+  // copy disagrees with (three copies or more) is the bad one. RAID5's parity and two
+  // differing copies say only that something is wrong (unknown). Two bad chunks can pass for
+  // one (a RAID6 data chunk and P off by the same bytes look like a bad Q): only checksums of
+  // the data rule that out. `scratch`: two chunks.
+  virtual parity::Located locate(std::span<std::byte* const> slots, std::span<std::byte> scratch,
+                                 size_t chunk) const;
   // Rebuilds the slots listed in `missing` (of the same set, `chunk` bytes each) in place
   // from the others. Fails when more are missing than the level can rebuild.
   virtual Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,

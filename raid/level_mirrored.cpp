@@ -64,6 +64,31 @@ class MirroredLevel final : public Level {
     }
     return fixes;
   }
+  // The copy every other copy disagrees with, while those agree among themselves.
+  parity::Located locate(std::span<std::byte* const> slots, std::span<std::byte>,
+                         size_t chunk) const override {
+    const size_t n = slots.size();
+    const auto same = [&](size_t a, size_t b) {
+      return std::memcmp(slots[a], slots[b], chunk) == 0;
+    };
+    size_t agreeing = 0;  // copies equal to copy 0
+    for (size_t c = 1; c < n; ++c) agreeing += same(0, c) ? 1 : 0;
+    if (agreeing == n - 1) return {};
+    if (n < 3) return {parity::Located::Kind::unknown, 0};
+    // Copy 0 against all the others, or one other against copy 0 and the rest.
+    if (agreeing == 0) {
+      for (size_t c = 2; c < n; ++c) {
+        if (!same(1, c)) return {parity::Located::Kind::unknown, 0};
+      }
+      return {parity::Located::Kind::one, 0};
+    }
+    if (agreeing == n - 2) {
+      for (size_t c = 1; c < n; ++c) {
+        if (!same(0, c)) return {parity::Located::Kind::one, static_cast<unsigned>(c)};
+      }
+    }
+    return {parity::Located::Kind::unknown, 0};
+  }
   Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,
                        size_t chunk) const override {
     for (size_t c = 0; c < slots.size(); ++c) {

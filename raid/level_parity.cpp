@@ -71,6 +71,11 @@ class ParityLevel final : public Level {
     if (q && std::memcmp(q, slots[k + 1], chunk) != 0) fixes.emplace_back(k + 1, q);
     return fixes;
   }
+  parity::Located locate(std::span<std::byte* const> slots, std::span<std::byte> scratch,
+                         size_t chunk) const override {
+    if (geometry_.parity_chunks() == 2) return parity::locate_raid6(slots, scratch, chunk);
+    return Level::locate(slots, scratch, chunk);  // RAID5: P cannot say which chunk
+  }
   Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,
                        size_t chunk) const override {
     return parity::recover(slots, geometry_.parity_chunks(), missing, chunk);

@@ -24,6 +24,50 @@ uint8_t gf_power_of_two(unsigned exponent) {
   return value;
 }
 
+unsigned gf_log_two(uint8_t value) {
+  static const std::array<uint8_t, 256> logs = [] {
+    std::array<uint8_t, 256> table{};
+    uint8_t power = 1;
+    for (unsigned e = 0; e < 255; ++e) {
+      table[power] = static_cast<uint8_t>(e);
+      power = gf_mul(power, 2);
+    }
+    return table;
+  }();
+  return logs[value];
+}
+
+Located locate_raid6(std::span<std::byte* const> chunks, std::span<std::byte> scratch,
+                     size_t length) {
+  const size_t k = chunks.size() - 2;
+  std::byte* p = scratch.data();
+  std::byte* q = scratch.data() + length;
+  generate(chunks.first(k), p, q, length);
+  // The syndromes: what P and Q read differ by from P and Q of the data read.
+  xor_into(p, chunks[k], length);
+  xor_into(q, chunks[k + 1], length);
+  Located found;
+  for (size_t i = 0; i < length; ++i) {
+    const auto pd = static_cast<uint8_t>(p[i]), qd = static_cast<uint8_t>(q[i]);
+    if (pd == 0 && qd == 0) continue;
+    unsigned culprit;
+    if (pd == 0) {
+      culprit = static_cast<unsigned>(k + 1);  // Q alone
+    } else if (qd == 0) {
+      culprit = static_cast<unsigned>(k);  // P alone
+    } else {
+      // D_z off by e: P off by e, Q by g^z * e.
+      culprit = (gf_log_two(qd) + 255 - gf_log_two(pd)) % 255;
+      if (culprit >= k) return {Located::Kind::unknown, 0};
+    }
+    if (found.kind == Located::Kind::one && found.index != culprit) {
+      return {Located::Kind::unknown, 0};
+    }
+    found = {Located::Kind::one, culprit};
+  }
+  return found;
+}
+
 void generate(std::span<std::byte* const> data, std::byte* p, std::byte* q, size_t length) {
   if (data.size() == 1) {
     // isa-l needs two sources; with one, P = Q = D (g^0 = 1).

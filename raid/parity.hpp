@@ -27,8 +27,26 @@ void q_update(unsigned data_index, const std::byte* delta, std::byte* q, size_t 
 Result<void> recover(std::span<std::byte* const> chunks, unsigned parity_count,
                      std::span<const unsigned> missing, size_t length);
 
+// Which chunk of a RAID6 stripe is wrong, when one is: `chunks` holds the k data chunks,
+// P and Q, all as read. The P and Q syndromes (P and Q recomputed from the data, against the
+// P and Q read) name a single bad chunk exactly, as md's raid6check and btrfs's scrub use
+// them: only Q differs -> Q; only P -> P; both, with Q's difference g^z times P's at every
+// differing byte -> data chunk z. `scratch` is two chunks.
+struct Located {
+  enum class Kind : uint8_t {
+    consistent,  // P and Q match the data
+    one,         // exactly one chunk is wrong: `index` (k = P, k + 1 = Q)
+    unknown,     // more than one chunk is wrong, or the differences agree on none
+  } kind = Kind::consistent;
+  unsigned index = 0;
+};
+Located locate_raid6(std::span<std::byte* const> chunks, std::span<std::byte> scratch,
+                     size_t length);
+
 // GF(2^8) helpers, exposed for reference tests.
 uint8_t gf_multiply(uint8_t a, uint8_t b);
 uint8_t gf_power_of_two(unsigned exponent);
+// The exponent e with 2^e = value, for value != 0 (0..254).
+unsigned gf_log_two(uint8_t value);
 
 }  // namespace stripefs::parity

@@ -186,6 +186,22 @@ class Volume {
     return check_stripes(first, count, false);
   }
 
+  // Scrub (md's check and repair, without its guess): reads stripes [first, first+count)
+  // from every member, each under its lock, and checks each stripe's redundancy. A stripe
+  // that disagrees has its bad chunk named when the level can tell (Level::locate: RAID6,
+  // mirrors of three copies or more), logged with its member and offset, and with `repair`
+  // rewritten from the others. One whose bad chunk cannot be named (RAID5, two copies) is
+  // counted unrepairable and left as it is: nothing is rewritten on a guess. Needs every
+  // member. Blocking; adds to `counts`.
+  struct ScrubCounts {
+    uint64_t stripes = 0;              // checked
+    uint64_t mismatched = 0;           // whose redundancy disagreed
+    uint64_t repaired = 0;             // whose named bad chunk was rewritten
+    uint64_t unrepairable = 0;         // no chunk could be named
+    std::vector<uint64_t> bad_chunks;  // per member: chunks named bad
+  };
+  Result<void> scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts);
+
   VolumeStats stats() const { return stats_.snapshot(); }
   // Where the full-stripe parity buffers live: register it with the members' IoEngine
   // (IoEngine::register_buffer) so parity writes go out as fixed-buffer writes.

@@ -99,6 +99,37 @@ TEST(Parity, Raid6RecoversEveryPair) {
   }
 }
 
+// The syndromes name the one bad chunk of a RAID6 stripe, whichever it is (data, P or Q),
+// and no chunk when two are bad; a stripe that is right is found so.
+TEST(Parity, Raid6LocatesASingleBadChunk) {
+  for (unsigned k : {1u, 3u, 6u}) {
+    Stripe stripe(k, 2, 40 + k);
+    AlignedBuffer scratch(2 * kLength);
+    auto located = parity::locate_raid6(stripe.chunks, scratch.span(), kLength);
+    EXPECT_EQ(located.kind, parity::Located::Kind::consistent) << "k=" << k;
+    for (unsigned bad = 0; bad < k + 2; ++bad) {
+      // A run of bytes and one far from it, all flipped in some bits.
+      std::byte* chunk = stripe.chunks[bad];
+      for (size_t i = 100; i < 164; ++i) chunk[i] ^= std::byte{0x5a};
+      chunk[3000] ^= std::byte{0x01};
+      located = parity::locate_raid6(stripe.chunks, scratch.span(), kLength);
+      EXPECT_EQ(located.kind, parity::Located::Kind::one) << "k=" << k << " bad=" << bad;
+      EXPECT_EQ(located.index, bad) << "k=" << k;
+      const unsigned other = (bad + 1) % (k + 2);
+      stripe.chunks[other][2000] ^= std::byte{0x80};
+      located = parity::locate_raid6(stripe.chunks, scratch.span(), kLength);
+      EXPECT_EQ(located.kind, parity::Located::Kind::unknown) << "k=" << k << " bad=" << bad;
+      stripe.chunks[other][2000] ^= std::byte{0x80};
+      for (size_t i = 100; i < 164; ++i) chunk[i] ^= std::byte{0x5a};
+      chunk[3000] ^= std::byte{0x01};
+    }
+  }
+}
+
+TEST(Parity, LogIsTheInverseOfPower) {
+  for (unsigned e = 0; e < 255; ++e) EXPECT_EQ(parity::gf_log_two(ref_pow2(e)), e);
+}
+
 TEST(Parity, RefusesMoreLossThanParity) {
   Stripe s(4, 1, 7);
   unsigned missing[] = {0, 1};
