@@ -220,6 +220,7 @@ Array::Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> 
 }
 
 Array::~Array() {
+  stop_scrub();
   stop_rebuild();
   wait_resync();
   if (!closed_) {
@@ -426,6 +427,7 @@ void Array::record_loop() {
 
 Result<void> Array::close() {
   if (closed_) return {};
+  stop_scrub();    // not resumed: run again
   stop_rebuild();  // its checkpoint recorded: the next open resumes it
   // Clean means consistent: an unfinished resync must complete first.
   const ResyncProgress resync = wait_resync();

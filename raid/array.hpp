@@ -108,6 +108,20 @@ struct RebuildProgress {
   std::optional<Error> error;  // why the last rebuild stopped short
 };
 
+// A scrub of the whole array (array_scrub.cpp): every stripe's redundancy checked in the
+// background, bad chunks named and, with repair, rewritten (Volume::scrub_stripes).
+struct ScrubProgress {
+  bool running = false;
+  bool repair = false;
+  uint64_t done = 0;   // stripes checked
+  uint64_t total = 0;  // stripes of the array
+  Volume::ScrubCounts counts;
+  double seconds = 0;    // spent so far (or in all, once ended)
+  bool stopped = false;  // ended early on request or by a close
+  std::optional<Error> error;
+  std::optional<std::chrono::system_clock::time_point> ended;  // the last scrub's end
+};
+
 // What happened to the array, for whoever watches it (the daemon's log and event program).
 struct ArrayEvent {
   enum class Kind {
@@ -217,6 +231,16 @@ class Array {
   // request"). Refused for a role not being replaced.
   Result<void> cancel_replace(unsigned role);
   RebuildProgress rebuild_progress() const;
+  // Starts a scrub of every stripe in the background, paced by the rebuild's speed limits;
+  // with `repair`, bad chunks the level can name are rewritten. Refused (EAGAIN) while a
+  // member is out of service, and (EBUSY) while a scrub, a resync, a rebuild or a replace
+  // runs. A member failing meanwhile ends it with an error.
+  Result<void> start_scrub(bool repair);
+  // Stops a running scrub (its figures so far kept) and waits for it to end.
+  void stop_scrub();
+  ScrubProgress scrub_progress() const;
+  // Waits for the running scrub, if any, to end. Blocking.
+  ScrubProgress wait_scrub();
   // Queues again the roles whose rebuild stopped short (a read error on a source, say) and
   // returns them; empty when every role being rebuilt is queued already.
   std::vector<unsigned> resume_rebuilds();
@@ -362,6 +386,14 @@ class Array {
   RebuildProgress rebuild_;
   bool rebuild_stopping_ = false;
   std::thread rebuild_thread_;
+  // The scrub (array_scrub.cpp): its own thread, paced as the rebuild is. scrub_mutex_ is
+  // taken before rebuild_mutex_ and resync_mutex_, never after.
+  void scrub_loop(bool repair);
+  mutable std::mutex scrub_mutex_;
+  std::condition_variable scrub_cv_;
+  ScrubProgress scrub_;
+  bool scrub_stopping_ = false;
+  std::thread scrub_thread_;
   std::atomic<uint64_t> speed_min_{16u << 20};
   std::atomic<uint64_t> speed_max_{0};
   uint64_t speed_generation_ = 0;  // under rebuild_mutex_: bumped by each set_rebuild_speed

@@ -1,0 +1,123 @@
+// The scrub as a background task: Volume::scrub_stripes over the whole array, a round of
+// stripes at a time, paced by the rebuild's speed limits (md runs check and repair at the
+// same sync speed), its counts kept for status.
+#include <algorithm>
+
+#include "raid/array.hpp"
+#include "raid/log.hpp"
+
+namespace stripefs {
+
+Result<void> Array::start_scrub(bool repair) {
+  if (volume_->geometry().level() == RaidLevel::raid0) {
+    return fail(EINVAL, "RAID0 keeps no redundancy: there is nothing to scrub");
+  }
+  if (const unsigned missing = volume_->missing_members(); missing > 0) {
+    return fail(EAGAIN, "a scrub needs every member; {} out of service (rebuild first)", missing);
+  }
+  std::lock_guard lock(scrub_mutex_);
+  if (scrub_.running) {
+    return fail(EBUSY, "a scrub is running already ({} of {} stripes checked)", scrub_.done,
+                scrub_.total);
+  }
+  if (!resync_progress().finished) return fail(EBUSY, "a resync is running; scrub after it");
+  if (rebuild_progress().running) {
+    return fail(EBUSY, "a rebuild or replace is running; scrub after it");
+  }
+  if (scrub_thread_.joinable()) scrub_thread_.join();
+  scrub_ = ScrubProgress{};
+  scrub_.running = true;
+  scrub_.repair = repair;
+  scrub_.total = volume_->geometry().stripes();
+  scrub_stopping_ = false;
+  raid_log().info("array {}: scrub started{}", format_uuid(superblock().array_uuid),
+                  repair ? " (repairing)" : "");
+  scrub_thread_ = std::thread([this, repair] { scrub_loop(repair); });
+  return {};
+}
+
+void Array::scrub_loop(bool repair) {
+  const Geometry& g = volume_->geometry();
+  const uint64_t stripes = g.stripes();
+  const auto started = std::chrono::steady_clock::now();
+  Pacing pacing = start_pacing();
+  Result<void> status;
+  bool stopped = false;
+  for (uint64_t stripe = 0; stripe < stripes;) {
+    {
+      std::lock_guard lock(scrub_mutex_);
+      stopped = scrub_stopping_;
+    }
+    {
+      std::lock_guard lock(rebuild_mutex_);
+      stopped = stopped || rebuild_stopping_;  // the array is closing
+    }
+    if (stopped) break;
+    const uint64_t count =
+        std::min(std::max<uint64_t>(1, step_bytes() / g.chunk_size()), stripes - stripe);
+    Volume::ScrubCounts found;
+    status = volume_->scrub_stripes(stripe, count, repair, found);
+    {
+      std::lock_guard lock(scrub_mutex_);
+      scrub_.counts.stripes += found.stripes;
+      scrub_.counts.mismatched += found.mismatched;
+      scrub_.counts.repaired += found.repaired;
+      scrub_.counts.unrepairable += found.unrepairable;
+      scrub_.counts.bad_chunks.resize(
+          std::max(scrub_.counts.bad_chunks.size(), found.bad_chunks.size()));
+      for (size_t m = 0; m < found.bad_chunks.size(); ++m) {
+        scrub_.counts.bad_chunks[m] += found.bad_chunks[m];
+      }
+      scrub_.done = stripe + (status ? count : 0);
+      scrub_.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    }
+    if (!status) break;
+    stripe += count;
+    pace(pacing, count * g.chunk_size());
+  }
+  ScrubProgress ended;
+  {
+    std::lock_guard lock(scrub_mutex_);
+    scrub_.running = false;
+    scrub_.stopped = stopped;
+    if (!status) scrub_.error = status.error();
+    scrub_.ended = std::chrono::system_clock::now();
+    ended = scrub_;
+  }
+  scrub_cv_.notify_all();
+  const std::string array = format_uuid(superblock().array_uuid);
+  if (!status) {
+    raid_log().error("array {}: scrub failed after {} of {} stripes: {}", array, ended.done,
+                     ended.total, status.error().message);
+  } else {
+    raid_log().info(
+        "array {}: scrub {} after {} of {} stripes: {} inconsistent, {} repaired, "
+        "{} unrepairable",
+        array, stopped ? "stopped" : "finished", ended.done, ended.total, ended.counts.mismatched,
+        ended.counts.repaired, ended.counts.unrepairable);
+  }
+}
+
+void Array::stop_scrub() {
+  std::thread thread;
+  {
+    std::lock_guard lock(scrub_mutex_);
+    scrub_stopping_ = true;
+    thread = std::move(scrub_thread_);
+  }
+  if (thread.joinable()) thread.join();  // within a round (and its pause, under a limit)
+}
+
+ScrubProgress Array::scrub_progress() const {
+  std::lock_guard lock(scrub_mutex_);
+  return scrub_;
+}
+
+ScrubProgress Array::wait_scrub() {
+  std::unique_lock lock(scrub_mutex_);
+  scrub_cv_.wait(lock, [this] { return !scrub_.running; });
+  return scrub_;
+}
+
+}  // namespace stripefs

@@ -1,0 +1,114 @@
+// The scrub as a background task: it finds a chunk corrupted behind the array's back and
+// names its member, repairs it when asked, is refused when it could not run or would race
+// another task, and stops on request and at close.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "raid/array.hpp"
+#include "raid/level.hpp"
+#include "unit/raid/test_util.hpp"
+
+namespace stripefs {
+namespace {
+
+constexpr uint32_t kChunk = 64 * 1024;
+constexpr uint64_t kMemberSize = 6 << 20;
+
+struct Scrubbing {
+  test::MemoryArray media;
+  std::unique_ptr<Array> array;
+  AlignedBuffer data;
+
+  explicit Scrubbing(RaidLevel level = RaidLevel::raid6, unsigned members = 5)
+      : media(members, kMemberSize) {
+    ArrayOptions create;
+    create.level = level;
+    create.chunk_size = kChunk;
+    EXPECT_TRUE(create_array(media.members(), create));
+    auto opened = Array::open(media.members());
+    EXPECT_TRUE(opened) << opened.error().message;
+    array = std::move(*opened);
+    data = test::random_buffer(array->volume().size(), 3);
+    EXPECT_TRUE(array->volume().write(0, data.span()));
+  }
+  ~Scrubbing() { array.reset(); }
+  // Flips bytes of slot `slot` of `stripe`'s set on its member, behind the array's back.
+  unsigned corrupt(uint64_t stripe, size_t slot) {
+    const ChunkLocation at =
+        Level::create(array->volume().geometry())->redundancy_set(stripe)[slot];
+    std::byte* chunk = media.media[at.member]->contents().data() + array->superblock().data_offset +
+                       at.member_offset;
+    for (size_t i = 0; i < 4096; ++i) chunk[i] ^= std::byte{0x11};
+    return at.member;
+  }
+};
+
+TEST(ArrayScrub, NamesTheBadMemberAndRepairsWhenAsked) {
+  Scrubbing s;
+  const unsigned member = s.corrupt(7, 2);
+  ASSERT_TRUE(s.array->start_scrub(false));
+  ScrubProgress check = s.array->wait_scrub();
+  EXPECT_FALSE(check.error) << check.error->message;
+  EXPECT_FALSE(check.running);
+  EXPECT_FALSE(check.stopped);
+  EXPECT_EQ(check.done, check.total);
+  EXPECT_EQ(check.counts.stripes, s.array->volume().geometry().stripes());
+  EXPECT_EQ(check.counts.mismatched, 1u);
+  EXPECT_EQ(check.counts.repaired, 0u);
+  ASSERT_GT(check.counts.bad_chunks.size(), member);
+  EXPECT_EQ(check.counts.bad_chunks[member], 1u);
+  EXPECT_TRUE(check.ended);
+
+  ASSERT_TRUE(s.array->start_scrub(true));
+  const ScrubProgress repair = s.array->wait_scrub();
+  EXPECT_TRUE(repair.repair);
+  EXPECT_EQ(repair.counts.mismatched, 1u);
+  EXPECT_EQ(repair.counts.repaired, 1u);
+  ASSERT_TRUE(s.array->start_scrub(false));
+  EXPECT_EQ(s.array->wait_scrub().counts.mismatched, 0u) << "not clean after the repair";
+  AlignedBuffer back(s.array->volume().size());
+  ASSERT_TRUE(s.array->volume().read(0, back.span()));
+  EXPECT_EQ(std::memcmp(back.data(), s.data.data(), back.size()), 0);
+}
+
+TEST(ArrayScrub, IsRefusedWhenItCannotRunAndStopsOnRequest) {
+  Scrubbing s;
+  // Slow: a stripe's chunk a second, so it is still running when asked again and stopped.
+  s.array->set_rebuild_speed(kChunk, kChunk);
+  ASSERT_TRUE(s.array->start_scrub(false));
+  auto again = s.array->start_scrub(true);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, EBUSY);
+  s.array->stop_scrub();
+  const ScrubProgress stopped = s.array->scrub_progress();
+  EXPECT_FALSE(stopped.running);
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_LT(stopped.done, stopped.total);
+  EXPECT_FALSE(stopped.error);
+
+  s.array->volume().fail_member(1, Error{EIO, "pulled"});
+  auto degraded = s.array->start_scrub(false);
+  ASSERT_FALSE(degraded);
+  EXPECT_EQ(degraded.error().code, EAGAIN);
+}
+
+TEST(ArrayScrub, IsRefusedOnRaid0AndEndsAtClose) {
+  {
+    Scrubbing s(RaidLevel::raid0, 2);
+    auto r = s.array->start_scrub(false);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, EINVAL);
+  }
+  Scrubbing s;
+  s.array->set_rebuild_speed(kChunk, kChunk);
+  ASSERT_TRUE(s.array->start_scrub(false));
+  ASSERT_TRUE(s.array->close());
+  const ScrubProgress ended = s.array->scrub_progress();
+  EXPECT_FALSE(ended.running);
+  EXPECT_TRUE(ended.stopped);
+}
+
+}  // namespace
+}  // namespace stripefs
