@@ -329,6 +329,8 @@ const char* to_string(ArrayEvent::Kind kind) {
       return "replace-failed";
     case ArrayEvent::Kind::device_errors:
       return "device-errors";
+    case ArrayEvent::Kind::scrub_finished:
+      return "scrub-finished";
   }
   return "unknown";
 }

@@ -132,7 +132,8 @@ struct ArrayEvent {
     replace_started,
     replace_finished,
     replace_failed,
-    device_errors
+    device_errors,
+    scrub_finished  // no role: the whole array; the detail gives the counts
   };
   Kind kind = Kind::member_failed;
   unsigned role = 0;
@@ -140,7 +141,7 @@ struct ArrayEvent {
   std::string detail;  // why (a failure's error), or "" when there is nothing to add
 };
 // "member-failed", "rebuild-started", "rebuild-finished", "rebuild-failed",
-// "replace-started", "replace-finished", "replace-failed", "device-errors".
+// "replace-started", "replace-finished", "replace-failed", "device-errors", "scrub-finished".
 const char* to_string(ArrayEvent::Kind kind);
 
 // Creates an array on `members` (in role order). Every member is checked first — the

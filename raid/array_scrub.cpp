@@ -87,16 +87,18 @@ void Array::scrub_loop(bool repair) {
   }
   scrub_cv_.notify_all();
   const std::string array = format_uuid(superblock().array_uuid);
+  const std::string summary = fmt::format(
+      "{} of {} stripes checked, {} inconsistent, {} repaired, {} unrepairable", ended.done,
+      ended.total, ended.counts.mismatched, ended.counts.repaired, ended.counts.unrepairable);
   if (!status) {
-    raid_log().error("array {}: scrub failed after {} of {} stripes: {}", array, ended.done,
-                     ended.total, status.error().message);
+    raid_log().error("array {}: scrub failed: {}; {}", array, status.error().message, summary);
   } else {
-    raid_log().info(
-        "array {}: scrub {} after {} of {} stripes: {} inconsistent, {} repaired, "
-        "{} unrepairable",
-        array, stopped ? "stopped" : "finished", ended.done, ended.total, ended.counts.mismatched,
-        ended.counts.repaired, ended.counts.unrepairable);
+    raid_log().info("array {}: scrub {}: {}", array, stopped ? "stopped" : "finished", summary);
   }
+  emit({ArrayEvent::Kind::scrub_finished, 0, "",
+        !status   ? fmt::format("failed: {}; {}", status.error().message, summary)
+        : stopped ? "stopped; " + summary
+                  : summary});
 }
 
 void Array::stop_scrub() {

@@ -26,6 +26,12 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair,
     locks_.lock(stripe);
     std::vector<std::byte*> slots;
     Result<void> status;
+    // A member that left service meanwhile (failed, or being rebuilt) has nothing to check.
+    for (const ChunkLocation& at : where) {
+      if (status && !active(at.member)) {
+        status = fail(EAGAIN, "member {} is out of service; a scrub needs every member", at.member);
+      }
+    }
     for (size_t i = 0; i < where.size() && status; ++i) {
       slots.push_back(rows.data() + i * chunk);
       status = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,

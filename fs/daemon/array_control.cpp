@@ -98,6 +98,8 @@ std::optional<json> ArrayControl::handle(const json& request) {
     reply = start_rebuild();
   } else if (command == "speed") {
     reply = speed(request);
+  } else if (command == "scrub") {
+    reply = scrub(request);
   } else if (command == "log-level") {
     reply = log_level(request);
   } else {
@@ -545,7 +547,9 @@ json ArrayControl::extra_members_json() const {
 }
 
 void ArrayControl::on_array_event(const ArrayEvent& event) {
-  post({to_string(event.kind), event.device, event.role, event.detail});
+  const bool whole_array = event.kind == ArrayEvent::Kind::scrub_finished;
+  post({to_string(event.kind), event.device,
+        whole_array ? std::nullopt : std::optional<unsigned>(event.role), event.detail});
 }
 
 void ArrayControl::post(Event event) {

@@ -18,13 +18,18 @@
 //   {"command": "speed",  "min": SIZE, "max": SIZE}
 //                                             the rebuild's rate limits (per second)
 //   {"command": "log-level", "level": NAME}   trace, debug, info, warn, error, critical, off
+//   {"command": "scrub", "action": "start"|"stop"|"status", "repair": bool}
+//                                             check every stripe's redundancy in the
+//                                             background (repair: rewrite the bad chunks
+//                                             the level can name); answers "scrub":
+//                                             status.hpp's scrub_json
 //
 // M is a member's device path or its role number. Each answers {"ok": true, ...} or
 // {"error": "..."}; a refused request changes nothing, on disk or in the daemon.
 //
 // Events (a member failed, the array degraded or failed, a rebuild started, finished or
-// failed, a spare used) go to the log and, when an event program is set, to that program:
-// run as PROGRAM EVENT MOUNTPOINT DEVICE ROLE DETAIL, one at a time, on a thread of the
+// failed, a spare used, a scrub ended) go to the log and, when an event program is set, to that
+// program: run as PROGRAM EVENT MOUNTPOINT DEVICE ROLE DETAIL, one at a time, on a thread of the
 // daemon's own. A member failing while a spare is kept starts a rebuild onto the spare.
 //
 // A spare gets a spare's superblock (md's: the array's, with no role), so a mount given it
@@ -76,6 +81,7 @@ class ArrayControl {
   Result<nlohmann::json> readd_device(const nlohmann::json& request);
   Result<nlohmann::json> replace_device(const nlohmann::json& request);
   Result<nlohmann::json> speed(const nlohmann::json& request);
+  Result<nlohmann::json> scrub(const nlohmann::json& request);  // array_control_scrub.cpp
   Result<nlohmann::json> log_level(const nlohmann::json& request);
 
   // Every device the daemon opened for the array: the mount's and those added since.

@@ -1,5 +1,8 @@
 #include "fs/daemon/status.hpp"
 
+#include <chrono>
+#include <ctime>
+
 #include "fs/daemon/control.hpp"
 #include "journal/stripe_journal.hpp"
 
@@ -52,6 +55,18 @@ json task_json(Array& array) {
         {"rate", static_cast<uint64_t>(rate)},
         {"eta_seconds", rate > 0 ? json(static_cast<uint64_t>((total - done) / rate)) : json()}};
   }
+  const ScrubProgress scrub = array.scrub_progress();
+  if (scrub.running) {
+    const double rate = scrub.seconds > 0 ? scrub.done * g.chunk_size() / scrub.seconds : 0.0;
+    const uint64_t done = scrub.done * g.chunk_size(), total = scrub.total * g.chunk_size();
+    return {
+        {"kind", scrub.repair ? "scrub (repair)" : "scrub"},
+        {"role", nullptr},
+        {"done", done},
+        {"total", total},
+        {"rate", static_cast<uint64_t>(rate)},
+        {"eta_seconds", rate > 0 ? json(static_cast<uint64_t>((total - done) / rate)) : json()}};
+  }
   const ResyncProgress resync = array.resync_progress();
   if (!resync.finished) {
     return {{"kind", "resync"},
@@ -64,7 +79,41 @@ json task_json(Array& array) {
   return nullptr;
 }
 
+std::string utc(std::chrono::system_clock::time_point t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
 }  // namespace
+
+nlohmann::json scrub_json(Array& array) {
+  const ScrubProgress p = array.scrub_progress();
+  if (!p.running && !p.ended) return nullptr;
+  json bad = json::array();
+  for (size_t role = 0; role < p.counts.bad_chunks.size(); ++role) {
+    if (p.counts.bad_chunks[role] == 0) continue;
+    Member* m = array.member_device(static_cast<unsigned>(role));
+    bad.push_back({{"role", role},
+                   {"path", m != nullptr ? m->name() : ""},
+                   {"count", p.counts.bad_chunks[role]}});
+  }
+  return {{"running", p.running},
+          {"repair", p.repair},
+          {"done", p.done},
+          {"total", p.total},
+          {"mismatched", p.counts.mismatched},
+          {"repaired", p.counts.repaired},
+          {"unrepairable", p.counts.unrepairable},
+          {"bad_chunks", bad},
+          {"seconds", p.seconds},
+          {"stopped", p.stopped},
+          {"error", p.error ? json(p.error->message) : json()},
+          {"ended", p.ended ? json(utc(*p.ended)) : json()}};
+}
 
 nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& mountpoint,
                            const ArrayControl* control) {
@@ -133,6 +182,12 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
     action = "The last replace or rebuild stopped: " + rebuild.error->message + ".";
   } else if (state == "resyncing") {
     action = "Wait for the resync to finish; the array is usable meanwhile.";
+  } else if (const ScrubProgress scrub = array.scrub_progress();
+             state == "clean" && !scrub.running && scrub.counts.unrepairable > 0) {
+    action = fmt::format(
+        "The last scrub found {} inconsistent stripe(s) in which no chunk could be named bad "
+        "(left as they were; the log names the stripes): the files there may hold wrong data.",
+        scrub.counts.unrepairable);
   }
   const FsStatfs usage = fs.statfs();
   const FsSuperblock& fsb = fs.superblock();
@@ -141,6 +196,7 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
       {"state", state},
       {"members", all},
       {"task", task_json(array)},
+      {"scrub", scrub_json(array)},
       {"action", action},
       {"notes", array.notes()},
       {"rebuild_error", rebuild.error && !rebuild.running ? json(rebuild.error->message) : json()},

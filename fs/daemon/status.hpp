@@ -15,6 +15,11 @@ namespace stripefs::fs {
 // details under "array" and "filesystem". `control` (may be null) adds the spares.
 nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& mountpoint,
                            const ArrayControl* control = nullptr);
+// The scrub of this mount, running or last ended, or null if none ran: running, repair,
+// done and total (stripes), mismatched, repaired, unrepairable, bad_chunks[] (role, path,
+// count: the chunks named bad on each member), seconds, stopped, error (or null) and ended
+// (UTC, ISO 8601, or null while it runs).
+nlohmann::json scrub_json(Array& array);
 // I/O statistics: the volume's full/partial stripe counts, the buffer cache, the journal.
 nlohmann::json stats_json(Array& array, Filesystem& fs);
 // The control socket's path for a filesystem.

@@ -9,6 +9,7 @@
 //   stripefsctl replace [--force] MOUNTPOINT MEMBER DEVICE
 //   stripefsctl speed MOUNTPOINT [--min SIZE] [--max SIZE]
 //   stripefsctl log-level MOUNTPOINT LEVEL
+//   stripefsctl scrub start|stop|status [--repair] [--wait] MOUNTPOINT
 //
 // Without --socket it finds the daemon by MOUNTPOINT among the sockets in /run/stripefs/
 // (with one daemon running, status and stats may leave MOUNTPOINT out).
@@ -111,6 +112,39 @@ std::string task_line(const json& task) {
   return line;
 }
 
+// "scrub: finished 2026-12-02T16:40:01Z after 12 s: 24 of 24 stripes checked, 1 inconsistent,
+// 1 repaired, 0 unrepairable", then a line per member with chunks named bad.
+void print_scrub(const json& scrub, const char* indent) {
+  if (scrub.is_null()) {
+    std::printf("%sscrub: none has run since the mount\n", indent);
+    return;
+  }
+  const bool repair = scrub["repair"].get<bool>();
+  std::string when;
+  if (scrub["running"].get<bool>()) {
+    when = repair ? "running (repairing)" : "running";
+  } else {
+    when = std::string(scrub["error"].is_string()     ? "failed"
+                       : scrub["stopped"].get<bool>() ? "stopped"
+                                                      : "finished") +
+           (repair ? " (repairing)" : "") + " " + scrub["ended"].get<std::string>() + " after " +
+           duration(static_cast<uint64_t>(scrub["seconds"].get<double>()));
+  }
+  std::printf(
+      "%sscrub: %s: %llu of %llu stripes checked, %llu inconsistent, %llu repaired, "
+      "%llu unrepairable\n",
+      indent, when.c_str(), scrub["done"].get<unsigned long long>(),
+      scrub["total"].get<unsigned long long>(), scrub["mismatched"].get<unsigned long long>(),
+      scrub["repaired"].get<unsigned long long>(), scrub["unrepairable"].get<unsigned long long>());
+  if (scrub["error"].is_string()) {
+    std::printf("%s  error: %s\n", indent, scrub["error"].get<std::string>().c_str());
+  }
+  for (const json& bad : scrub["bad_chunks"]) {
+    std::printf("%s  role %u (%s): %llu bad chunk(s)\n", indent, bad["role"].get<unsigned>(),
+                bad["path"].get<std::string>().c_str(), bad["count"].get<unsigned long long>());
+  }
+}
+
 void print_status(const json& s) {
   const json& a = s["array"];
   const json& f = s["filesystem"];
@@ -161,6 +195,7 @@ void print_status(const json& s) {
               static_cast<unsigned long long>(f["inodes"].get<uint64_t>() -
                                               f["inodes_free"].get<uint64_t>()),
               f["inodes"].get<unsigned long long>());
+  if (s.contains("scrub") && !s["scrub"].is_null()) print_scrub(s["scrub"], "  ");
   for (const json& note : s.value("notes", json::array())) {
     std::printf("  note: %s\n", note.get<std::string>().c_str());
   }
@@ -175,6 +210,24 @@ void print_stats(const json& s) {
     for (const auto& [key, value] : s[section].items()) {
       std::printf("  %-24s %s\n", key.c_str(), value.dump().c_str());
     }
+  }
+}
+
+// One step of a wait: a progress bar redrawn on a terminal, a line every few seconds
+// otherwise (none with --json).
+void show_progress(uint64_t done, uint64_t total, const std::string& line, bool tty, bool as_json,
+                   std::chrono::steady_clock::time_point& last_line) {
+  const auto now = std::chrono::steady_clock::now();
+  if (tty) {
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : 0;
+    std::printf("\r\033[K[%s%s] %s", std::string(filled, '#').c_str(),
+                std::string(kWidth - filled, '.').c_str(), line.c_str());
+    std::fflush(stdout);
+  } else if (now - last_line >= std::chrono::seconds(5) && !as_json) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    last_line = now;
   }
 }
 
@@ -203,19 +256,37 @@ int wait_for_task(const std::string& socket_path, bool as_json) {
       }
       return state == "failed" || failure.is_string() ? 1 : 0;
     }
-    const uint64_t done = task["done"].get<uint64_t>(), total = task["total"].get<uint64_t>();
-    const auto now = std::chrono::steady_clock::now();
-    if (tty) {
-      constexpr int kWidth = 30;
-      const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : 0;
-      std::printf("\r\033[K[%s%s] %s", std::string(filled, '#').c_str(),
-                  std::string(kWidth - filled, '.').c_str(), task_line(task).c_str());
-      std::fflush(stdout);
-    } else if (now - last_line >= std::chrono::seconds(5) && !as_json) {
-      std::printf("%s\n", task_line(task).c_str());
-      std::fflush(stdout);
-      last_line = now;
+    show_progress(task["done"].get<uint64_t>(), task["total"].get<uint64_t>(), task_line(task), tty,
+                  as_json, last_line);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+// Follows the running scrub until it ends, as wait_for_task follows a task, then prints what
+// it found. Exits 1 if it failed or was stopped, 0 otherwise.
+int wait_for_scrub(const std::string& socket_path, bool as_json) {
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  auto last_line = std::chrono::steady_clock::time_point{};
+  for (;;) {
+    std::string error;
+    auto reply = ask(socket_path, json{{"command", "scrub"}, {"action", "status"}}, error);
+    if (!reply) return refuse(error);
+    if (reply->contains("error")) return refuse((*reply)["error"].get<std::string>());
+    const json& scrub = (*reply)["scrub"];
+    if (scrub.is_null() || !scrub["running"].get<bool>()) {
+      if (tty) std::printf("\r\033[K");
+      if (as_json) {
+        std::printf("%s\n", reply->dump(2).c_str());
+      } else {
+        print_scrub(scrub, "");
+      }
+      return scrub.is_null() || scrub["error"].is_string() || scrub["stopped"].get<bool>() ? 1 : 0;
     }
+    const uint64_t done = scrub["done"].get<uint64_t>(), total = scrub["total"].get<uint64_t>();
+    const std::string line = "scrub: " + std::to_string(done) + " of " + std::to_string(total) +
+                             " stripes, " + std::to_string(scrub["mismatched"].get<uint64_t>()) +
+                             " inconsistent";
+    show_progress(done, total, line, tty, as_json, last_line);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }
@@ -301,6 +372,8 @@ void print_done(const std::string& command, const json& reply, const std::string
                 max == 0 ? "no limit" : (stripefs::format_size(max) + "/s").c_str());
   } else if (command == "log-level") {
     std::printf("log level: %s\n", reply["level"].get<std::string>().c_str());
+  } else if (command == "scrub") {
+    print_scrub(reply["scrub"], "");
   }
 }
 
@@ -354,6 +427,20 @@ int main(int argc, char** argv) {
   log_level->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
   log_level->add_option("level", level, "trace, debug, info, warn, error, critical or off")
       ->required();
+  auto* scrub = app.add_subcommand(
+      "scrub",
+      "check every stripe's redundancy in the background; with --repair, rewrite the bad "
+      "chunks the level can name (RAID6, three or more mirror copies)");
+  std::string scrub_action;
+  bool repair = false;
+  scrub->add_option("action", scrub_action, "start, stop or status")
+      ->required()
+      ->check(CLI::IsMember({"start", "stop", "status"}));
+  scrub->add_option("mountpoint", mountpoint, "the filesystem's mountpoint")->required();
+  scrub->add_flag("--repair", repair, "start: rewrite the bad chunks found (default: check only)");
+  scrub->add_flag("--wait", wait,
+                  "start, status: follow the scrub until it ends (exit 1 if it "
+                  "fails or is stopped)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -376,6 +463,12 @@ int main(int argc, char** argv) {
     if (!max_text.empty()) request["max"] = max_text;
   }
   if (command == "log-level") request["level"] = level;
+  if (command == "scrub") {
+    if (repair && scrub_action != "start") return refuse("scrub: --repair goes with start");
+    if (wait && scrub_action == "stop") return refuse("scrub: --wait goes with start or status");
+    request["action"] = scrub_action;
+    request["repair"] = repair;
+  }
 
   std::string error;
   if (socket_path.empty()) {
@@ -386,9 +479,13 @@ int main(int argc, char** argv) {
     if (socket_path.empty()) return refuse(error);
   }
   if (command == "status" && wait) return wait_for_task(socket_path, as_json);
+  if (command == "scrub" && scrub_action == "status" && wait) {
+    return wait_for_scrub(socket_path, as_json);
+  }
   auto reply = ask(socket_path, request, error);
   if (!reply) return refuse(error);
   if (reply->contains("error")) return refuse((*reply)["error"].get<std::string>());
+  if (command == "scrub" && wait) return wait_for_scrub(socket_path, as_json);
   if (as_json) {
     std::printf("%s\n", reply->dump(2).c_str());
   } else if (command == "status") {

@@ -38,6 +38,14 @@ std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
   return std::pair<uint64_t, uint64_t>{sb->journal_offset, sb->journal_size};
 }
 
+std::expected<uint64_t, std::string> member_data_offset(const std::filesystem::path& member) {
+  auto devices = open_devices({member.string()}, "");
+  if (!devices) return std::unexpected(devices.error().message);
+  auto sb = read_superblock(*(*devices)->members[0]);
+  if (!sb) return std::unexpected(sb.error().message);
+  return sb->data_offset;
+}
+
 std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,
                                                         const std::string& command) {
   std::string ctl = STRIPEFSCTL_PATH;

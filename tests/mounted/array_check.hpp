@@ -20,6 +20,9 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
 std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
     const std::filesystem::path& member);
 
+// Where the data area starts on `member` (bytes), as its superblock records it.
+std::expected<uint64_t, std::string> member_data_offset(const std::filesystem::path& member);
+
 // The daemon's `stripefsctl --json stats` (or status) for the filesystem mounted at `mountpoint`.
 std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,
                                                         const std::string& command);

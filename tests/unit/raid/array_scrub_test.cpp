@@ -94,6 +94,23 @@ TEST(ArrayScrub, IsRefusedWhenItCannotRunAndStopsOnRequest) {
   EXPECT_EQ(degraded.error().code, EAGAIN);
 }
 
+// A member failing during the scrub ends it with an error that says so; nothing is
+// "repaired" onto a member out of service.
+TEST(ArrayScrub, AMemberFailingMidwayEndsItWithAnError) {
+  Scrubbing s;
+  s.array->set_rebuild_speed(kChunk, kChunk);  // a stripe's chunk a second
+  ASSERT_TRUE(s.array->start_scrub(true));
+  s.array->volume().fail_member(3, Error{EIO, "pulled"});
+  s.array->set_rebuild_speed(0, 0);  // no limit: on to the next stripe at once
+  const ScrubProgress ended = s.array->wait_scrub();
+  ASSERT_TRUE(ended.error);
+  EXPECT_EQ(ended.error->code, EAGAIN);
+  EXPECT_NE(ended.error->message.find("a scrub needs every member"), std::string::npos)
+      << ended.error->message;
+  EXPECT_LT(ended.done, ended.total);
+  EXPECT_EQ(ended.counts.repaired, 0u);
+}
+
 TEST(ArrayScrub, IsRefusedOnRaid0AndEndsAtClose) {
   {
     Scrubbing s(RaidLevel::raid0, 2);
