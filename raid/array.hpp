@@ -324,7 +324,8 @@ class Array {
     uint64_t user_ios = 0;
   };
   Pacing start_pacing();
-  void pace(Pacing& pacing, uint64_t written);
+  // `stop`, if given, also ends a wait once it is set (rebuild_cv_ notified).
+  void pace(Pacing& pacing, uint64_t written, const std::atomic<bool>* stop = nullptr);
   // The rate pace() would hold to now: the minimum if the array had user I/O since the
   // last round, else the maximum (0: no limit).
   uint64_t current_rate(const Pacing& pacing) const;
@@ -393,7 +394,7 @@ class Array {
   mutable std::mutex scrub_mutex_;
   std::condition_variable scrub_cv_;
   ScrubProgress scrub_;
-  bool scrub_stopping_ = false;
+  std::atomic<bool> scrub_stopping_{false};  // set under scrub_mutex_; read by pace() too
   std::thread scrub_thread_;
   std::atomic<uint64_t> speed_min_{16u << 20};
   std::atomic<uint64_t> speed_max_{0};

@@ -228,7 +228,7 @@ Result<void> Array::rebuild_role(unsigned role) {
         }
         checkpointed = std::chrono::steady_clock::now();
       }
-      return goes_on;
+      return goes_on && volume_->recovering(role);
     };
     bool target_failed = false;
     if (auto r = volume_->rebuild_member(role, stripe, count, &target_failed, needed, &rebuilt,
@@ -238,7 +238,7 @@ Result<void> Array::rebuild_role(unsigned role) {
     }
     if (checkpoint_failed) return fail(*checkpoint_failed);
     stripe = reached;
-    pace(pacing, round.bytes);
+    pace(pacing, round.limited ? round.bytes : 0);  // an unlimited round owes nothing
   }
   if (stripe < stripes) return record_checkpoint(role, stripe);  // stopped: resumes from here
   // Every stripe rebuilt: durable on the device, with its copies of the array's metadata
@@ -315,8 +315,6 @@ Array::Pacing Array::start_pacing() {
   return p;
 }
 
-// `allowed` is the seconds of work the limits allow since `paced`; a change of the limits
-// (speed_generation_) starts the account afresh, and wakes a waiting task.
 uint64_t Array::current_rate(const Pacing& p) const {
   // md's speed limits: the minimum while the array has other I/O, up to the maximum when it
   // has none. The Volume counts only user I/O (a rebuild's goes to the members directly).
@@ -325,7 +323,9 @@ uint64_t Array::current_rate(const Pacing& p) const {
                                                                   : speed_max_.load();
 }
 
-void Array::pace(Pacing& p, uint64_t written) {
+// `allowed` is the seconds of work the limits allow since `paced`; a change of the limits
+// (speed_generation_) starts the account afresh, and wakes a waiting task.
+void Array::pace(Pacing& p, uint64_t written, const std::atomic<bool>* stop) {
   const uint64_t rate = current_rate(p);
   const VolumeStats now = volume_->stats();
   p.user_ios = now.member_read_ios + now.member_write_ios;
@@ -333,8 +333,10 @@ void Array::pace(Pacing& p, uint64_t written) {
   const double ahead = p.allowed - seconds_since(p.paced);
   if (ahead > 0) {
     std::unique_lock lock(rebuild_mutex_);
-    rebuild_cv_.wait_for(lock, std::chrono::duration<double>(ahead),
-                         [&] { return rebuild_stopping_ || speed_generation_ != p.generation; });
+    rebuild_cv_.wait_for(lock, std::chrono::duration<double>(ahead), [&] {
+      return rebuild_stopping_ || speed_generation_ != p.generation ||
+             (stop != nullptr && stop->load());
+    });
     if (speed_generation_ != p.generation) {
       p.generation = speed_generation_;
       p.allowed = 0;

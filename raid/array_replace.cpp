@@ -121,7 +121,7 @@ Result<void> Array::replace_role(unsigned role) {
              volume_->active(role);
     });
     if (!step) return abandon_replace(role, *copy, step.error());
-    pace(pacing, round.bytes);
+    pace(pacing, round.limited ? round.bytes : 0);  // an unlimited round owes nothing
   }
   if (auto r = finish_replace(role, *copy); !r) return abandon_replace(role, *copy, r.error());
   raid_log().warn(

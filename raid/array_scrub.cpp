@@ -44,10 +44,7 @@ void Array::scrub_loop(bool repair) {
   Result<void> status;
   bool stopped = false;
   for (uint64_t stripe = 0; stripe < stripes;) {
-    {
-      std::lock_guard lock(scrub_mutex_);
-      stopped = scrub_stopping_;
-    }
+    stopped = scrub_stopping_.load();
     {
       std::lock_guard lock(rebuild_mutex_);
       stopped = stopped || rebuild_stopping_;  // the array is closing
@@ -68,13 +65,13 @@ void Array::scrub_loop(bool repair) {
       for (size_t m = 0; m < found.bad_chunks.size(); ++m) {
         scrub_.counts.bad_chunks[m] += found.bad_chunks[m];
       }
-      scrub_.done = stripe + (status ? count : 0);
+      scrub_.done = stripe + found.stripes;
       scrub_.seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     }
     if (!status) break;
     stripe += count;
-    pace(pacing, count * g.chunk_size());
+    pace(pacing, count * g.chunk_size(), &scrub_stopping_);
   }
   ScrubProgress ended;
   {
@@ -108,7 +105,15 @@ void Array::stop_scrub() {
     scrub_stopping_ = true;
     thread = std::move(scrub_thread_);
   }
-  if (thread.joinable()) thread.join();  // within a round (and its pause, under a limit)
+  {
+    std::lock_guard lock(rebuild_mutex_);  // a pause in pace() sees it: no lost wake-up
+  }
+  rebuild_cv_.notify_all();
+  if (thread.joinable()) {
+    thread.join();  // within the round under way
+  } else {
+    wait_scrub();  // another caller is joining it
+  }
 }
 
 ScrubProgress Array::scrub_progress() const {

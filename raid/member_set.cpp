@@ -78,7 +78,8 @@ void MemberSet::restore(unsigned member) {
 
 void MemberSet::start_recovery(unsigned member, Member* device, uint64_t recovered) {
   // The pointer is published by the stores below: whoever sees the member in sync for a
-  // stripe (an acquire load) sees the device too.
+  // stripe (an acquire load) sees the device too. Under the lock, as set_recovered checks.
+  std::lock_guard lock(mutex_);
   store_member(members_, member, device);
   incarnation_[member].fetch_add(1, std::memory_order_acq_rel);
   recovered_[member].store(recovered, std::memory_order_release);
@@ -89,8 +90,11 @@ void MemberSet::swap_device(unsigned member, Member* device) {
   store_member(members_, member, device);
 }
 
-void MemberSet::set_recovered(unsigned member, uint64_t stripes) {
+bool MemberSet::set_recovered(unsigned member, uint64_t stripes, uint64_t incarnation) {
+  std::lock_guard lock(mutex_);
+  if (!recovering_[member].load() || incarnation_[member].load() != incarnation) return false;
   recovered_[member].store(stripes, std::memory_order_release);
+  return true;
 }
 
 void MemberSet::finish_recovery(unsigned member) {

@@ -76,8 +76,10 @@ class MemberSet {
   // in sync below stripe `recovered` from now on.
   void start_recovery(unsigned member, Member* device, uint64_t recovered);
   // Stripes below `stripes` are rebuilt: in sync from now on. Called under the lock of
-  // stripe `stripes - 1`.
-  void set_recovered(unsigned member, uint64_t stripes);
+  // stripe `stripes - 1`. Only if the member is still being rebuilt onto the device of
+  // `incarnation` (the rebuild's): false, and nothing changed, once it failed or another
+  // device took the role.
+  bool set_recovered(unsigned member, uint64_t stripes, uint64_t incarnation);
   uint64_t recovered(unsigned member) const {
     return recovered_[member].load(std::memory_order_acquire);
   }

@@ -59,6 +59,7 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
     return fail(EINVAL, "member {} is not held out for a rebuild", member);
   }
   const bool recovering = members_.recovering(member);
+  const uint64_t incarnation = members_.incarnation(member);  // the device being rebuilt
   const uint64_t last = std::min(first + count, geometry_.stripes());
   std::lock_guard scratch_lock(rebuild_mutex_);
   const uint64_t batch = rebuild_batch();
@@ -93,11 +94,20 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
     if (!failed.empty()) {
       const Error why{failed[0].error, fmt::format("{}: write failed: {}", members_[member]->name(),
                                                    std::strerror(failed[0].error))};
-      if (members_.recovering(member)) members_.fail(member, why);
+      if (members_.recovering(member) && members_.incarnation(member) == incarnation) {
+        members_.fail(member, why);
+      }
       unlock(b);
       return report(b, Error{kTargetFailed, why.message});
     }
-    if (recovering) members_.set_recovered(member, b.end);
+    // A device that failed meanwhile, or gave the role to another (whose rebuild starts from
+    // its own point), is not moved on: the batch's writes reached a member out of sync.
+    if (recovering && !members_.set_recovered(member, b.end, incarnation)) {
+      unlock(b);
+      return report(b, Error{EIO,
+                             "the member left its rebuild (failed, or another device "
+                             "took the role)"});
+    }
     if (rebuilt != nullptr) *rebuilt += b.rows.size();
     unlock(b);
     if (batch_done && !batch_done(b.end)) stopping = true;

@@ -178,6 +178,38 @@ TEST_P(ArrayRebuild, TheNextBatchIsReadWhileTheLastIsWritten) {
   r.expect_data();
 }
 
+// The device being rebuilt fails while a batch's write is in flight, and another device
+// is given the role at once: the first rebuild stops there, without counting the new
+// device in sync anywhere (its own rebuild starts from 0), and the second completes.
+TEST_P(ArrayRebuild, ARebuildWhoseDeviceLeavesNeverMovesTheNextDevicesPoint) {
+  MemoryMember second_medium{"second", kMemberSize};  // outlives the array
+  FaultyMember second{second_medium};
+  Rebuilding r(GetParam());
+  r.volume().fail_member(0, Error{EIO, "pulled"});
+  const uint64_t data_offset = r.array->superblock().data_offset;
+  r.spare.hold(MemberOp::write, {data_offset, data_offset + 1});
+  ASSERT_TRUE(r.array->rebuild(0, &r.spare));
+  for (int i = 0; i < 10000 && r.spare.held() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(r.spare.held(), 1u);
+  r.volume().fail_member(0, Error{EIO, "pulled again"});
+  ASSERT_TRUE(r.array->rebuild(0, &second));
+  EXPECT_EQ(r.volume().recovered(0), 0u);
+  r.spare.release_held();
+  const RebuildProgress progress = r.array->wait_rebuild();
+  ASSERT_TRUE(progress.error) << "the first rebuild stopped short";
+  EXPECT_NE(progress.error->message.find("left its rebuild"), std::string::npos)
+      << progress.error->message;
+  EXPECT_TRUE(r.volume().active(0));
+  EXPECT_EQ(r.array->member_device(0), &second);
+  auto bad = r.volume().count_inconsistent_stripes(0, r.volume().geometry().stripes());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(*bad, 0u);
+  r.volume().fail_member(1, Error{EIO, "pulled too"});
+  r.expect_data();
+}
+
 // The write of a later batch fails while the one before it is done: the rebuild fails, the
 // device leaves the role, and every stripe lock is given back (writes everywhere go on).
 TEST_P(ArrayRebuild, AFailedWriteOfALaterBatchLeavesNoStripeLocked) {
