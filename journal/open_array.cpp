@@ -10,6 +10,8 @@ OpenOptions open_options(const ArraySetup& setup) {
   OpenOptions options;
   options.force = setup.force;
   options.log_partial_stripes = setup.log_partial_stripes;
+  options.speed_min = setup.speed_min;
+  options.speed_max = setup.speed_max;
   use_bitmap(options, setup.bitmap_clear_delay);
   use_stripe_journal(options, setup.journal_device, setup.journal_idle_checkpoint);
   return options;

@@ -33,6 +33,9 @@ struct ArraySetup {
   // The engine the members run on: the parity buffers are registered with it. Null: none
   // (memory members, or members driven inline).
   IoEngine* engine = nullptr;
+  // The rebuild's speed limits from the start (OpenOptions::speed_min, speed_max).
+  uint64_t speed_min = 16u << 20;
+  uint64_t speed_max = 0;
 };
 
 // The OpenOptions that plug in the bitmap and the stripe journal: for callers of

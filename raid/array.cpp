@@ -149,6 +149,8 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   array->intent_ = std::move(a.intent);
   array->stripe_log_ = std::move(a.stripe_log);
   array->logging_ = options.log_partial_stripes;
+  array->speed_min_ = options.speed_min;
+  array->speed_max_ = options.speed_max;
   std::vector<unsigned> recovering;
   for (const auto& r : a.assembly.recovering) {
     array->checkpoints_[r.role] = r.checkpoint;

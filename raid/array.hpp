@@ -82,6 +82,10 @@ struct OpenOptions {
   // the superblocks say so (Superblock::unlogged), so a crash during such a run is treated
   // as if the array had no log.
   bool log_partial_stripes = true;
+  // The rebuild's speed limits (set_rebuild_speed), in force before a rebuild resumed at the
+  // open starts: bytes per second with other I/O, and idle (0: no limit).
+  uint64_t speed_min = 16u << 20;
+  uint64_t speed_max = 0;
 };
 
 struct ResyncProgress {

@@ -161,6 +161,9 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   setup.log_partial_stripes = config.log_partial_stripes;
   setup.journal_device = (*devices)->journal.get();
   setup.engine = (*devices)->engine.get();
+  // In force before a rebuild resumed at the open takes its first step.
+  setup.speed_min = config.speed_limit_min;
+  setup.speed_max = config.speed_limit_max;
   auto members = (*devices)->member_pointers();
   auto array = open_array(members, setup);
   if (!array) return launch.report(array.error().message), fail_line(array.error().message);
@@ -177,7 +180,6 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
       realpath(mountpoint.c_str(), resolved) != nullptr ? resolved : mountpoint;
   Array& array_ref = **array;
   fs::Filesystem& fs_ref = **filesystem;
-  array_ref.set_rebuild_speed(config.speed_limit_min, config.speed_limit_max);
   auto array_control = std::make_unique<fs::ArrayControl>(array_ref, **devices, absolute_mountpoint,
                                                           config.event_program);
   fs::ArrayControl& array_control_ref = *array_control;
