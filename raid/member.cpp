@@ -27,8 +27,9 @@ void Member::count(MemberOp op, uint64_t bytes, bool ok) {
 
 MemberCounters Member::counters() const {
   constexpr auto relaxed = std::memory_order_relaxed;
-  return {reads_.load(relaxed),         writes_.load(relaxed), read_bytes_.load(relaxed),
-          written_bytes_.load(relaxed), errors_.load(relaxed), corrected_.load(relaxed)};
+  return {reads_.load(relaxed),          writes_.load(relaxed), read_bytes_.load(relaxed),
+          written_bytes_.load(relaxed),  errors_.load(relaxed), corrected_.load(relaxed),
+          checksum_errors_.load(relaxed)};
 }
 
 namespace {

@@ -41,7 +41,8 @@ struct MemberCounters {
   uint64_t read_bytes = 0;
   uint64_t written_bytes = 0;
   uint64_t errors = 0;
-  uint64_t corrected = 0;  // read errors healed: rewritten from redundancy and read back
+  uint64_t corrected = 0;        // read errors healed: rewritten from redundancy and read back
+  uint64_t checksum_errors = 0;  // chunks that read without error but failed a checksum
 };
 
 class Member {
@@ -71,6 +72,11 @@ class Member {
   virtual uint64_t count_corrected() {
     return corrected_.fetch_add(1, std::memory_order_relaxed) + 1;
   }
+  // One more chunk on this device found wrong by a checksum (Volume::recover_block); the
+  // count so far. (A stand-in counts on the device it stands for, as count_corrected.)
+  virtual uint64_t count_checksum_error() {
+    return checksum_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
 
  private:
   std::string name_;
@@ -78,6 +84,7 @@ class Member {
   DeviceLimits limits_;
   std::atomic<uint64_t> reads_{0}, writes_{0}, read_bytes_{0}, written_bytes_{0}, errors_{0};
   std::atomic<uint64_t> corrected_{0};
+  std::atomic<uint64_t> checksum_errors_{0};
 };
 
 // A slot of a member table that may change while I/O runs (MemberSet::swap_device): read and

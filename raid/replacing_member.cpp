@@ -51,6 +51,12 @@ uint64_t ReplacingMember::count_corrected() {
   return alone_ == &replacement_ ? replacement_.count_corrected() : old_.count_corrected();
 }
 
+uint64_t ReplacingMember::count_checksum_error() {
+  std::lock_guard lock(mutex_);
+  return alone_ == &replacement_ ? replacement_.count_checksum_error()
+                                 : old_.count_checksum_error();
+}
+
 void ReplacingMember::hand_over() {
   std::lock_guard lock(mutex_);
   alone_ = &replacement_;

@@ -48,6 +48,7 @@ class ReplacingMember final : public Member {
 
   void submit(MemberRequest request) override;
   uint64_t count_corrected() override;
+  uint64_t count_checksum_error() override;
 
   // The handover: from now on every request goes to the replacement alone, with its own
   // result (the role is the replacement's). Requests already sent to both still finish.

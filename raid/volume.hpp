@@ -202,6 +202,24 @@ class Volume {
   };
   Result<void> scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts);
 
+  // Checksum recovery (volume_recover.cpp): bytes [offset, offset + data.size()) of the
+  // volume, within one chunk, read without error but failed the caller's check (`good`, a
+  // checksum of what they should hold). Under the stripe's lock, the bytes are looked for
+  // where they live: as the members hold them (read again: every copy on a mirror), then,
+  // on a parity level, rebuilt with their own chunk left out, and on RAID6 with one other
+  // chunk left out as well (a data chunk and P both bad). The first contents that pass go
+  // to `data`; every chunk found wrong is rewritten from them and read back
+  // (Member::count_checksum_error, logged with member and offset). EIO when nothing passes
+  // (no copy left is good: the caller must not return the bytes), or on a level without
+  // redundancy. A member that fails a read meanwhile is left out, not failed here; one that
+  // fails the rewrite or its read back is failed. Blocking: never from a completion.
+  struct Recovered {
+    std::vector<unsigned> rewritten;  // members whose chunk was wrong, now rewritten
+  };
+  using BlockCheck = std::function<bool(std::span<const std::byte>)>;
+  Result<Recovered> recover_block(uint64_t offset, std::span<std::byte> data,
+                                  const BlockCheck& good);
+
   VolumeStats stats() const { return stats_.snapshot(); }
   // Where the full-stripe parity buffers live: register it with the members' IoEngine
   // (IoEngine::register_buffer) so parity writes go out as fixed-buffer writes.

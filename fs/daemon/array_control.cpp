@@ -541,7 +541,8 @@ json ArrayControl::extra_members_json() const {
                    {"read_bytes", c.read_bytes},
                    {"written_bytes", c.written_bytes},
                    {"errors", c.errors},
-                   {"corrected", c.corrected}});
+                   {"corrected", c.corrected},
+                   {"checksum_errors", c.checksum_errors}});
   }
   return out;
 }

@@ -33,9 +33,13 @@ std::string role_state(Array& array, const Superblock& sb, unsigned role) {
 
 json counters_json(const Member* m) {
   const MemberCounters c = m != nullptr ? m->counters() : MemberCounters{};
-  return {{"reads", c.reads},           {"writes", c.writes},
-          {"read_bytes", c.read_bytes}, {"written_bytes", c.written_bytes},
-          {"errors", c.errors},         {"corrected", c.corrected}};
+  return {{"reads", c.reads},
+          {"writes", c.writes},
+          {"read_bytes", c.read_bytes},
+          {"written_bytes", c.written_bytes},
+          {"errors", c.errors},
+          {"corrected", c.corrected},
+          {"checksum_errors", c.checksum_errors}};
 }
 
 // The running task, in member bytes: a rebuild or a hot replace (per role), or a resync.

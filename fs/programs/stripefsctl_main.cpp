@@ -158,12 +158,13 @@ void print_status(const json& s) {
               stripefs::format_size(a["chunk_size"].get<uint64_t>()).c_str(),
               stripefs::format_size(a["size"].get<uint64_t>()).c_str());
   std::printf("  state: %s\n", s.value("state", std::string("unknown")).c_str());
-  std::printf("    %-5s %-11s %8s %8s %6s %5s  %s\n", "ROLE", "STATE", "READ", "WRITTEN", "ERRORS",
-              "FIXED", "DEVICE");
+  std::printf("    %-5s %-11s %8s %8s %6s %5s %5s  %s\n", "ROLE", "STATE", "READ", "WRITTEN",
+              "ERRORS", "FIXED", "CKSUM", "DEVICE");
   for (const json& m : s["members"]) {
     const std::string role = m["role"].is_null() ? "-" : std::to_string(m["role"].get<unsigned>());
     std::printf(
-        "    %-5s %-11s %8s %8s %6s %5s  %s\n", role.c_str(), m["state"].get<std::string>().c_str(),
+        "    %-5s %-11s %8s %8s %6s %5s %5s  %s\n", role.c_str(),
+        m["state"].get<std::string>().c_str(),
         m.contains("read_bytes") ? stripefs::format_size(m["read_bytes"].get<uint64_t>()).c_str()
                                  : "-",
         m.contains("written_bytes")
@@ -171,6 +172,8 @@ void print_status(const json& s) {
             : "-",
         m.contains("errors") ? std::to_string(m["errors"].get<uint64_t>()).c_str() : "-",
         m.contains("corrected") ? std::to_string(m["corrected"].get<uint64_t>()).c_str() : "-",
+        m.contains("checksum_errors") ? std::to_string(m["checksum_errors"].get<uint64_t>()).c_str()
+                                      : "-",
         m["path"].get<std::string>().c_str());
   }
   if (const std::string task = task_line(s["task"]); !task.empty()) {
