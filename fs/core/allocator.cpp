@@ -10,10 +10,16 @@ BitmapAllocator::BitmapAllocator(uint64_t start, uint64_t blocks, uint64_t count
 Result<void> BitmapAllocator::load(MetaStore& meta) {
   free_ = 0;
   for (uint64_t b = 0; b < blocks_; ++b) {
-    auto block = meta.read(start_ + b);
+    const uint64_t self = start_ + b;
+    if (auto ok = meta.read_as(self,
+                               [self](std::span<const std::byte, kBlockSize> image) {
+                                 return verify_block(image, BlockKind::bitmap, self);
+                               });
+        !ok)
+      return fail(ok.error());
+    auto block = meta.read(self);
     if (!block) return fail(block.error());
-    meta.pin(start_ + b);
-    if (auto ok = verify_block(*block, BlockKind::bitmap, start_ + b); !ok) return fail(ok.error());
+    meta.pin(self);
     const uint64_t first = b * kBitsPerBitmapBlock;
     for (uint64_t i = 0; i < kBitsPerBitmapBlock && first + i < count_; ++i) {
       const uint8_t byte = std::to_integer<uint8_t>((*block)[kHeaderSize + i / 8]);

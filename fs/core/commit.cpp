@@ -158,7 +158,10 @@ void Filesystem::tick() {
 
 FsStats Filesystem::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  FsStats stats = stats_;
+  stats.checksum_recovered = checksum_recovered_.load(std::memory_order_relaxed);
+  stats.checksum_unrecoverable = checksum_unrecoverable_.load(std::memory_order_relaxed);
+  return stats;
 }
 
 }  // namespace stripefs::fs

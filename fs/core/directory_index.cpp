@@ -50,9 +50,10 @@ Result<DirHeader> DirectoryIndex::read_header() {
   auto block = blocks_.map(0);
   if (!block) return fail(block.error());
   if (*block == 0) return fail(EIO, "directory {}: no header block", ino_);
-  auto image = meta_.read(*block);
-  if (!image) return fail(image.error());
-  auto header = decode_dir_header(*image, *block);
+  auto header =
+      meta_.read_as(*block, [self = *block](std::span<const std::byte, kBlockSize> image) {
+        return decode_dir_header(image, self);
+      });
   if (!header) {
     fs_log().error("directory {}: {}", ino_, header.error().message);
     return fail(EIO, "directory {}: {}", ino_, header.error().message);
@@ -80,9 +81,10 @@ Result<std::vector<ChainBlock>> read_chain(uint64_t b, const DirectoryIndex::Map
     if (*block == 0) {
       return fail(EIO, "directory {}: bucket {}: file block {} is not mapped", ino, b, file_block);
     }
-    auto image = meta.read(*block);
-    if (!image) return fail(image.error());
-    auto bucket = decode_dir_bucket(*image, *block);
+    auto bucket =
+        meta.read_as(*block, [self = *block](std::span<const std::byte, kBlockSize> image) {
+          return decode_dir_bucket(image, self);
+        });
     if (!bucket) {
       fs_log().error("directory {}: {}", ino, bucket.error().message);
       return fail(EIO, "directory {}: {}", ino, bucket.error().message);
@@ -121,9 +123,10 @@ Result<std::optional<DirEntry>> DirectoryIndex::find(std::string_view name) {
     if (*block == 0) {
       return fail(EIO, "directory {}: file block {} is not mapped", ino_, file_block);
     }
-    auto image = meta_.read(*block);
-    if (!image) return fail(image.error());
-    auto found = find_in_dir_bucket(*image, *block, key, name, &file_block);
+    auto found =
+        meta_.read_as(*block, [&, self = *block](std::span<const std::byte, kBlockSize> image) {
+          return find_in_dir_bucket(image, self, key, name, &file_block);
+        });
     if (!found) {
       fs_log().error("directory {}: {}", ino_, found.error().message);
       return fail(EIO, "directory {}: {}", ino_, found.error().message);
@@ -170,9 +173,10 @@ Result<void> DirectoryIndex::add(std::string_view name, uint64_t ino, uint8_t ty
     if (file_block != 0) {
       auto mapped = blocks_.map(file_block);
       if (!mapped) return fail(mapped.error());
-      auto image = meta_.read(*mapped);
-      if (!image) return fail(image.error());
-      auto freed = decode_dir_bucket(*image, *mapped);
+      auto freed =
+          meta_.read_as(*mapped, [self = *mapped](std::span<const std::byte, kBlockSize> image) {
+            return decode_dir_bucket(image, self);
+          });
       if (!freed) return fail(EIO, "directory {}: {}", ino_, freed.error().message);
       header->free_overflow = freed->overflow;
       volume_block = *mapped;

@@ -4,6 +4,15 @@
 
 namespace stripefs::fs {
 
+MemExtent MemExtent::slice(uint64_t from, uint64_t to) const {
+  MemExtent part = *this;
+  part.extent.logical = from;
+  part.extent.physical = extent.physical + (from - extent.logical);
+  part.extent.length = static_cast<uint32_t>(to - from);
+  if (replaces != 0) part.replaces = replaces + (from - extent.logical);
+  return part;
+}
+
 ExtentMap::At ExtentMap::at(uint64_t file_block) const {
   At at{nullptr, nullptr, UINT64_MAX};
   auto e = map_.upper_bound(file_block);
@@ -61,7 +70,7 @@ std::vector<RemovedRun> ExtentMap::remove(uint64_t first, uint64_t end) {
   auto it = map_.upper_bound(first);
   if (it != map_.begin()) --it;
   while (it != map_.end() && it->first < end) {
-    MemExtent m = it->second;
+    const MemExtent m = it->second;
     const Extent e = m.extent;
     if (e.logical_end() <= first) {
       ++it;
@@ -71,18 +80,16 @@ std::vector<RemovedRun> ExtentMap::remove(uint64_t first, uint64_t end) {
     const uint64_t cut_begin = std::max(first, e.logical);
     const uint64_t cut_end = std::min(end, e.logical_end());
     if (e.logical < cut_begin) {
-      MemExtent head = m;
-      head.extent.length = static_cast<uint32_t>(cut_begin - e.logical);
+      const MemExtent head = m.slice(e.logical, cut_begin);
       map_.emplace(head.extent.logical, head);
     }
     if (cut_end < e.logical_end()) {
-      MemExtent tail = m;
-      tail.extent.logical = cut_end;
-      tail.extent.physical = e.physical + (cut_end - e.logical);
-      tail.extent.length = static_cast<uint32_t>(e.logical_end() - cut_end);
+      const MemExtent tail = m.slice(cut_end, e.logical_end());
       it = map_.emplace(tail.extent.logical, tail).first;
     }
-    removed.push_back({e.physical + (cut_begin - e.logical), cut_end - cut_begin, m.pending});
+    const MemExtent cut = m.slice(cut_begin, cut_end);
+    removed.push_back({cut.extent.physical, cut_end - cut_begin, m.pending});
+    if (cut.replaces != 0) removed.push_back({cut.replaces, cut_end - cut_begin, false});
   }
   return removed;
 }
@@ -93,25 +100,33 @@ void ExtentMap::split_at(uint64_t file_block) {
   --it;
   MemExtent& m = it->second;
   if (m.extent.logical >= file_block || m.extent.logical_end() <= file_block) return;
-  MemExtent tail = m;
-  tail.extent.logical = file_block;
-  tail.extent.physical += file_block - m.extent.logical;
-  tail.extent.length = static_cast<uint32_t>(m.extent.logical_end() - file_block);
-  m.extent.length = static_cast<uint32_t>(file_block - m.extent.logical);
+  const MemExtent tail = m.slice(file_block, m.extent.logical_end());
+  m = m.slice(m.extent.logical, file_block);
   map_.emplace(file_block, tail);
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::settle(uint64_t first, uint64_t end,
-                                                             bool written) {
+void ExtentMap::replace(uint64_t first, uint64_t count, uint64_t physical) {
+  split_at(first);
+  split_at(first + count);
+  MemExtent& m = map_.at(first);
+  m.replaces = m.extent.physical;
+  m.extent.physical = physical;
+  m.pending = true;
+}
+
+Settled ExtentMap::settle(uint64_t first, uint64_t end, bool written) {
   split_at(first);
   split_at(end);
-  std::vector<std::pair<uint64_t, uint64_t>> on_disk;
+  Settled settled;
   for (auto it = map_.lower_bound(first); it != map_.end() && it->first < end; ++it) {
-    if (it->second.pending) {
-      on_disk.emplace_back(it->second.extent.physical, it->second.extent.length);
-      it->second.pending = false;
+    MemExtent& m = it->second;
+    if (m.pending) {
+      settled.used.emplace_back(m.extent.physical, m.extent.length);
+      if (m.replaces != 0) settled.replaced.emplace_back(m.replaces, m.extent.length);
+      m.pending = false;
+      m.replaces = 0;
     }
-    if (written) it->second.extent.unwritten = false;
+    if (written) m.extent.unwritten = false;
   }
   // Merge neighbours back together.
   auto it = map_.lower_bound(first);
@@ -126,13 +141,25 @@ std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::settle(uint64_t first, uin
       it = next;
     }
   }
-  return on_disk;
+  return settled;
 }
 
 std::vector<Extent> ExtentMap::on_disk() const {
   std::vector<Extent> extents;
   for (const auto& [first, m] : map_) {
-    if (!m.pending) extents.push_back(m.extent);
+    if (m.pending && m.replaces == 0) continue;
+    Extent e = m.extent;
+    if (m.pending) e.physical = m.replaces;
+    if (!extents.empty()) {
+      Extent& last = extents.back();
+      if (last.unwritten == e.unwritten && last.logical_end() == e.logical &&
+          last.physical + last.length == e.physical &&
+          uint64_t{last.length} + e.length <= kMaxExtentLength) {
+        last.length += e.length;
+        continue;
+      }
+    }
+    extents.push_back(e);
   }
   return extents;
 }

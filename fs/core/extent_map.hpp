@@ -1,9 +1,11 @@
 // One file's block map in memory: file blocks to volume blocks, as extents ordered by file
 // block. An extent is written, unwritten (preallocated by fallocate: reads as zeros) or
 // pending (allocated at writeback for data still in flight: not on disk yet, so a commit
-// leaves it out; ordered mode). On disk the map is kept inline in the inode or as a tree
-// (file_extents.cpp); this is the map alone, which allocates and frees nothing: the calls
-// that change it say which volume blocks changed hands.
+// leaves it out; ordered mode). A pending extent may replace written blocks (copy on write,
+// on a filesystem with data checksums: the data a committed checksum describes never
+// changes in place): until its data is written, commits keep the blocks it replaces. On disk the
+// map is kept inline in the inode or as a tree (file_extents.cpp); this is the map alone, which
+// allocates and frees nothing: the calls that change it say which volume blocks changed hands.
 //
 // Not thread-safe: each ExtentMap lives in its inode, under the filesystem lock.
 #pragma once
@@ -20,14 +22,20 @@ namespace stripefs::fs {
 struct MemExtent {
   Extent extent;
   bool pending = false;
+  uint64_t replaces = 0;  // pending: the written blocks it replaces (0: none, a hole's)
+
+  // Blocks [from, to) of it (file blocks inside it), as an extent of its own.
+  MemExtent slice(uint64_t from, uint64_t to) const;
 };
 
-// Whether b continues a (file and volume blocks both contiguous, same state) and the two
-// fit in one extent.
+// Whether b continues a (file and volume blocks both contiguous, same state, and so are the
+// blocks they replace) and the two fit in one extent.
 inline bool mergeable(const MemExtent& a, const MemExtent& b) {
   return a.pending == b.pending && a.extent.unwritten == b.extent.unwritten &&
          a.extent.logical_end() == b.extent.logical &&
          a.extent.physical + a.extent.length == b.extent.physical &&
+         (a.replaces == 0) == (b.replaces == 0) &&
+         (a.replaces == 0 || a.replaces + a.extent.length == b.replaces) &&
          uint64_t{a.extent.length} + b.extent.length <= kMaxExtentLength;
 }
 
@@ -36,6 +44,13 @@ struct RemovedRun {
   uint64_t physical;
   uint64_t count;
   bool pending;  // never written: its data was still in flight
+};
+
+// What settle() changed: volume runs now on disk (the allocator records them), and runs
+// replaced by them (freed).
+struct Settled {
+  std::vector<std::pair<uint64_t, uint64_t>> used;
+  std::vector<std::pair<uint64_t, uint64_t>> replaced;
 };
 
 class ExtentMap {
@@ -64,19 +79,24 @@ class ExtentMap {
 
   // Adds an extent that overlaps none, as it is (loading, or a pending one at writeback).
   void add(const MemExtent& extent) { map_.emplace(extent.extent.logical, extent); }
+  // Copy on write: file blocks [first, first + count), inside one written extent, get
+  // volume blocks from `physical` on, pending, replacing the ones they had.
+  void replace(uint64_t first, uint64_t count, uint64_t physical);
   // Adds a written or unwritten extent in place of whatever starts at its first block,
   // merged with its neighbours where contiguous.
   void insert(Extent extent);
-  // Removes the mappings of file blocks [first, end), cutting extents at both ends.
+  // Removes the mappings of file blocks [first, end), cutting extents at both ends. A
+  // pending extent that replaces blocks gives up both runs.
   std::vector<RemovedRun> remove(uint64_t first, uint64_t end);
   // Splits the extent across `file_block`, if one does.
   void split_at(uint64_t file_block);
   // The data of [first, end) reached the volume: pending extents there are on disk from now
-  // on (their volume runs are returned: the allocator records them), and with `written`
+  // on (their volume runs are returned, and the runs they replace), and with `written`
   // unwritten ones become written. Neighbours merge again.
-  std::vector<std::pair<uint64_t, uint64_t>> settle(uint64_t first, uint64_t end, bool written);
+  Settled settle(uint64_t first, uint64_t end, bool written);
 
-  // The extents a commit stores: all but the pending ones.
+  // The extents a commit stores: all but the pending ones, except that one replacing
+  // written blocks stores those (merged where contiguous).
   std::vector<Extent> on_disk() const;
   // Where, going back from `stop`, the `count`-th extent that reaches past `first` starts
   // (not before `first`); `first` when fewer reach past it. Frees in steps use it.

@@ -98,7 +98,7 @@ void Filesystem::insert_range(Inode& inode, uint64_t offset, uint64_t length,
 // Space for `blocks` more blocks of data: what is free, less what is promised and the
 // metadata reserve. Space freed by unlinks waits for a checkpoint: force one when short.
 Result<void> Filesystem::ensure_space(uint64_t blocks, Lock& lock) {
-  if (blocks == 0) return {};  // overwrites of blocks the file owns need nothing
+  if (blocks == 0) return {};  // overwrites in place of blocks the file owns need nothing
   std::optional<std::chrono::steady_clock::time_point> deadline;
   for (int attempt = 0;; ++attempt) {
     if (blocks_->free_count() >= blocks + delalloc_reserved_ + metadata_reserve_) return {};
@@ -127,13 +127,33 @@ Result<void> Filesystem::ensure_space(uint64_t blocks, Lock& lock) {
 }
 
 // Delayed allocation promises the blocks at write() time, so writeback cannot meet ENOSPC
-// after the write was acknowledged.
+// after the write was acknowledged. Blocks that writeback will allocate: holes, and with
+// copy on write every block except unwritten ones written in place (those in flight
+// included: by the time this data goes they are written, and move).
 Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_t end, Lock& lock) {
   const uint64_t first = offset / kBlockSize, last = end / kBlockSize;
+  const bool cow = sb_.has_checksums();
+  auto for_each_to_allocate = [&](auto&& f) {
+    if (!cow) return inode.extents.for_each_hole(first, last, f);
+    uint64_t b = first;
+    while (b < last) {
+      const ExtentMap::At here = inode.extents.at(b);
+      if (here.extent == nullptr) {
+        const uint64_t stop = std::min(last, here.next);
+        f(b, stop);
+        b = stop;
+        continue;
+      }
+      const Extent& x = here.extent->extent;
+      const uint64_t stop = std::min(last, x.logical_end());
+      if (!x.unwritten || inode.inflight.overlaps(b, stop)) f(b, stop);
+      b = stop;
+    }
+  };
   auto needed = [&] {
     uint64_t need = 0;
-    inode.extents.for_each_hole(
-        first, last, [&](uint64_t a, uint64_t b) { need += (b - a) - inode.delalloc.count(a, b); });
+    for_each_to_allocate(
+        [&](uint64_t a, uint64_t b) { need += (b - a) - inode.delalloc.count(a, b); });
     return need;
   };
   if (auto r = ensure_space(needed(), lock); !r) return r;
@@ -143,8 +163,8 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
   if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
     return fail(ENOSPC, "no space left on the filesystem");
   }
-  inode.extents.for_each_hole(
-      first, last, [&](uint64_t a, uint64_t b) { delalloc_reserved_ += inode.delalloc.add(a, b); });
+  for_each_to_allocate(
+      [&](uint64_t a, uint64_t b) { delalloc_reserved_ += inode.delalloc.add(a, b); });
   return {};
 }
 
@@ -156,6 +176,16 @@ namespace {
 template <class Inode>
 auto readable_run(Inode& inode) {
   return [&inode](uint64_t b) { return inode.extents.readable_run(b); };
+}
+
+// What of `plan` (a read of [begin, ...) into `dest`) came from the volume, to be checked.
+ReadCheck check_of(uint64_t ino, const ReadPlan& plan, uint64_t begin, std::span<std::byte> dest) {
+  ReadCheck check;
+  check.ino = ino;
+  for (const auto& v : plan.volume) {
+    check.runs.push_back({v.volume_block, v.offset, dest.subspan(v.offset - begin, v.length)});
+  }
+  return check;
 }
 
 // Plans [begin, end) of `inode` from its cache and extents.
@@ -210,22 +240,46 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
     return done(std::move(reply));
   }
   const ReadPlan plan = plan_read(n, begin, end, readable_run(n));
+  auto buffer = buffers_->get(end - begin);
+  // What comes from the volume is checked against its checksums, which are looked up now.
+  std::shared_ptr<ReadCheck> check;
+  if (sb_.has_checksums() && !plan.volume.empty()) {
+    check = std::make_shared<ReadCheck>(check_of(ino, plan, begin, buffer->span()));
+    if (auto r = expect_checksums(*check); !r) {
+      lock.unlock();
+      fs_log().error("{}", r.error().message);
+      return done(fail(EIO, "{}", r.error().message));
+    }
+  }
   const uint64_t epoch = start_read_locked();
   lock.unlock();
-  auto buffer = buffers_->get(end - begin);
   reply.buffers.push_back(buffer);
   reply.fragments.push_back({buffer->data() + (offset - begin), size});
+  // The reply first, then the read counts as finished: wait_reads() then covers it too.
+  auto answer = [this, epoch, ino, offset](Result<void> r, ReadReply& reply, ReadDone& done) {
+    if (!r) {
+      fs_log().error("inode {}: read at {}: {}", ino, offset, r.error().message);
+      done(fail(EIO, "{}", r.error().message));
+    } else {
+      done(std::move(reply));
+    }
+    finish_read(epoch);
+  };
   start_plan(volume_, plan, begin, buffer->span(),
-             [this, epoch, ino, offset, reply = std::move(reply),
+             [this, check, answer, reply = std::move(reply),
               done = std::move(done)](Result<void> r) mutable {
-               // The reply first: wait_reads() then covers it too.
-               if (!r) {
-                 fs_log().error("inode {}: read at {}: {}", ino, offset, r.error().message);
-                 done(fail(EIO, "{}", r.error().message));
-               } else {
-                 done(std::move(reply));
+               if (r && check) {
+                 std::vector<size_t> failed = failed_blocks(*check);
+                 if (!failed.empty()) {
+                   // Recovery blocks: not here, on a member's completion thread.
+                   healer_.post([this, check, answer, failed = std::move(failed),
+                                 reply = std::move(reply), done = std::move(done)]() mutable {
+                     answer(recover_blocks(*check, failed), reply, done);
+                   });
+                   return;
+                 }
                }
-               finish_read(epoch);
+               answer(std::move(r), reply, done);
              });
 }
 
@@ -290,7 +344,12 @@ Result<void> Filesystem::fill_from_volume(Inode& inode, uint64_t offset, std::sp
   (void)lock;  // held throughout: the edges of a write must not change under it
   ReadPlan plan = plan_read(inode, offset, offset + dest.size(), readable_run(inode));
   stats_.edge_fill_bytes += dest.size();
-  return run_plan(volume_, plan, offset, dest);
+  if (auto r = run_plan(volume_, plan, offset, dest); !r) return r;
+  if (!sb_.has_checksums() || plan.volume.empty()) return {};
+  ReadCheck check = check_of(inode.ino, plan, offset, dest);
+  if (auto r = expect_checksums(check); !r) return r;
+  const std::vector<size_t> failed = failed_blocks(check);
+  return failed.empty() ? Result<void>() : recover_blocks(check, failed);
 }
 
 // ---------------------------------------------------------------- write

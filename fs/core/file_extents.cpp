@@ -12,17 +12,19 @@ namespace {
 // Reads the subtree at `block` (`levels` levels, 1 = a leaf) into `out`.
 Result<void> read_tree(MetaStore& meta, uint64_t block, uint32_t levels, uint64_t ino,
                        std::vector<Extent>& out, std::vector<uint64_t>& blocks) {
-  auto image = meta.read(block);
-  if (!image) return fail(image.error());
   blocks.push_back(block);
   if (levels == 1) {
-    auto leaf = decode_extent_leaf(*image, block);
+    auto leaf = meta.read_as(block, [block](std::span<const std::byte, kBlockSize> image) {
+      return decode_extent_leaf(image, block);
+    });
     if (!leaf) return fail(EIO, "inode {}: {}", ino, leaf.error().message);
     out.insert(out.end(), leaf->begin(), leaf->end());
     return {};
   }
   uint32_t level = 0;
-  auto index = decode_extent_index(*image, block, &level);
+  auto index = meta.read_as(block, [block, &level](std::span<const std::byte, kBlockSize> image) {
+    return decode_extent_index(image, block, &level);
+  });
   if (!index) return fail(EIO, "inode {}: {}", ino, index.error().message);
   if (level != levels - 1) {
     return fail(EIO, "inode {}: extent index at volume block {}: field level: {}, expected {}", ino,

@@ -104,11 +104,13 @@ struct FsStatfs {
 };
 
 struct FsStats {
-  uint64_t bytes_copied_in = 0;       // copies of file data into the cache (the one copy)
-  uint64_t bytes_shared = 0;          // copy_file_range blocks that took the source's buffer
-  uint64_t edge_fill_bytes = 0;       // extra reads to complete partially written blocks
-  uint64_t writeback_bytes = 0;       // data handed to the Volume
-  uint64_t writeback_done_bytes = 0;  // ... and written
+  uint64_t checksum_recovered = 0;      // blocks read that failed their checksum, recovered
+  uint64_t checksum_unrecoverable = 0;  // ... with no good copy left (the read got EIO)
+  uint64_t bytes_copied_in = 0;         // copies of file data into the cache (the one copy)
+  uint64_t bytes_shared = 0;            // copy_file_range blocks that took the source's buffer
+  uint64_t edge_fill_bytes = 0;         // extra reads to complete partially written blocks
+  uint64_t writeback_bytes = 0;         // data handed to the Volume
+  uint64_t writeback_done_bytes = 0;    // ... and written
   uint64_t writebacks = 0;
   uint64_t full_stripe_writebacks = 0;  // started because a full stripe was dirty
 };
@@ -122,6 +124,18 @@ struct ReadReply {
     for (auto f : fragments) n += f.size();
     return n;
   }
+};
+
+// Blocks of a file read from the volume, to be checked against their checksums.
+struct ReadCheck {
+  uint64_t ino = 0;
+  struct Run {
+    uint64_t volume_block;
+    uint64_t file_offset;
+    std::span<std::byte> data;  // whole blocks, as read
+  };
+  std::vector<Run> runs;
+  std::vector<uint32_t> expected;  // per block, in the runs' order
 };
 
 class Filesystem {
@@ -283,6 +297,23 @@ class Filesystem {
   Result<std::shared_ptr<AlignedBuffer>> zero_range_in_cache(Inode& inode, uint64_t offset,
                                                              uint64_t end, Lock& lock);
   void settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written);
+
+  // data checksums (data_checksums.cpp), on a filesystem that keeps them
+  // The checksum of every block of `pieces` (whole blocks), by volume block.
+  static std::vector<std::pair<uint64_t, uint32_t>> data_checksums(
+      const std::vector<VolumePiece>& pieces);
+  // Into the checksum table, in the running transaction.
+  Result<void> store_checksums(const std::vector<std::pair<uint64_t, uint32_t>>& checksums);
+  // check.expected from the table (under the lock).
+  Result<void> expect_checksums(ReadCheck& check);
+  // The blocks (indices in run order) whose contents fail their checksum.
+  static std::vector<size_t> failed_blocks(const ReadCheck& check);
+  // Each failed block looked for in the array's redundancy (Volume::recover_block), the good
+  // contents put in its place and counted; EIO naming the file offset when some block has
+  // no good copy. Blocking: never on a completion (the healer thread, or under the lock).
+  Result<void> recover_blocks(const ReadCheck& check, const std::vector<size_t>& failed);
+  // The table block holding volume block `b`'s checksum, and the entry's offset in it.
+  std::pair<uint64_t, size_t> checksum_slot(uint64_t b) const;
   uint64_t start_read_locked();      // with mutex_: the read's epoch, counted active
   void finish_read(uint64_t epoch);  // without mutex_ (it may be held by another thread)
   void release_checkpointed();
@@ -333,6 +364,7 @@ class Filesystem {
   uint64_t metadata_reserve_ = 0;   // blocks only metadata may take (commits must not fail)
   std::optional<Error> failed_;
   FsStats stats_;
+  std::atomic<uint64_t> checksum_recovered_{0}, checksum_unrecoverable_{0};  // the healer's
 
   std::shared_ptr<DataBuffers> buffers_ = DataBuffers::create(64u << 20);
 
@@ -341,6 +373,9 @@ class Filesystem {
   // stop at unmount.
   Submitter submitter_{volume_};
   Worker worker_{std::chrono::milliseconds(200), [this] { tick(); }};
+  // Reads whose blocks failed their checksums are recovered here (blocking, off the
+  // completion threads), one after another.
+  Worker healer_{std::chrono::hours(1), [] {}};
   uint64_t last_commit_ = 0;  // the worker's: when tick() last committed
   void stop_threads();
   bool draining_ = false;  // being destroyed without an unmount: no new writeback starts

@@ -33,7 +33,9 @@ constexpr size_t kSbState = 180;
 constexpr size_t kSbHashSeed = 184;
 constexpr size_t kSbMountCount = 192;
 constexpr size_t kSbCreated = 200;
-constexpr size_t kSbEnd = 208;
+constexpr size_t kSbChecksumStart = 208;  // format 2
+constexpr size_t kSbChecksumBlocks = 216;
+constexpr size_t kSbEnd = 224;
 constexpr size_t kSbChecksum = kBlockSize - 4;
 static_assert(kSbEnd <= kSbChecksum);
 constexpr size_t kLabelBytes = 64;
@@ -113,6 +115,8 @@ const char* kind_name(BlockKind kind) {
       return "xattr block";
     case BlockKind::bitmap:
       return "allocation bitmap";
+    case BlockKind::checksums:
+      return "checksum table";
   }
   return "block";
 }
@@ -161,6 +165,8 @@ void encode_fs_superblock(const FsSuperblock& sb, std::span<std::byte, kBlockSiz
   put_le<uint64_t>(out, kSbHashSeed, sb.hash_seed);
   put_le<uint64_t>(out, kSbMountCount, sb.mount_count);
   put_le<uint64_t>(out, kSbCreated, static_cast<uint64_t>(sb.created_sec));
+  put_le<uint64_t>(out, kSbChecksumStart, sb.checksum_start);
+  put_le<uint64_t>(out, kSbChecksumBlocks, sb.checksum_blocks);
   put_le<uint32_t>(out, kSbChecksum,
                    ondisk::crc32c(std::span<const std::byte>(out.data(), kSbChecksum)));
 }
@@ -179,7 +185,7 @@ Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize>
   FsSuperblock sb;
   sb.major = get_le<uint16_t>(in, kSbMajor);
   sb.minor = get_le<uint16_t>(in, kSbMinor);
-  if (sb.major != kFormatMajor) {
+  if (sb.major != kFormatMajor && sb.major != kFormatNoChecksums) {
     return fail(EUCLEAN, "{}: field version: format {}.{} is not supported (this is {}.{})", where,
                 sb.major, sb.minor, kFormatMajor, kFormatMinor);
   }
@@ -205,6 +211,10 @@ Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize>
   sb.hash_seed = get_le<uint64_t>(in, kSbHashSeed);
   sb.mount_count = get_le<uint64_t>(in, kSbMountCount);
   sb.created_sec = static_cast<int64_t>(get_le<uint64_t>(in, kSbCreated));
+  if (sb.major >= 2) {
+    sb.checksum_start = get_le<uint64_t>(in, kSbChecksumStart);
+    sb.checksum_blocks = get_le<uint64_t>(in, kSbChecksumBlocks);
+  }
 
   // Regions must be in order, inside the volume, and big enough for what they describe.
   const uint64_t bits = kBitsPerBitmapBlock;
@@ -225,10 +235,17 @@ Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize>
     return fail(EUCLEAN, "{}: field inode_table_start: {} is not after the bitmaps", where,
                 sb.inode_table_start);
   }
-  if (sb.data_start < sb.inode_table_start + sb.inode_table_blocks() ||
-      sb.data_start >= sb.total_blocks) {
+  const uint64_t table_end = sb.inode_table_start + sb.inode_table_blocks();
+  if (sb.major >= 2 && (sb.checksum_start != table_end || sb.checksum_blocks == 0 ||
+                        sb.total_blocks < table_end + sb.checksum_blocks ||
+                        sb.checksum_blocks * kChecksumsPerBlock <
+                            sb.total_blocks - table_end - sb.checksum_blocks)) {
+    return fail(EUCLEAN, "{}: field checksum_start/checksum_blocks: impossible ({}, {})", where,
+                sb.checksum_start, sb.checksum_blocks);
+  }
+  if (sb.data_start < table_end + sb.checksum_blocks || sb.data_start >= sb.total_blocks) {
     return fail(EUCLEAN, "{}: field data_start: {} is outside [{}, {})", where, sb.data_start,
-                sb.inode_table_start + sb.inode_table_blocks(), sb.total_blocks);
+                table_end + sb.checksum_blocks, sb.total_blocks);
   }
   if (sb.stripe_blocks == 0) {
     return fail(EUCLEAN, "{}: field stripe_blocks: zero", where);
@@ -577,6 +594,10 @@ Result<std::vector<Xattr>> decode_xattrs(std::span<const std::byte, kBlockSize> 
 }
 
 // ---------------------------------------------------------------- symlinks
+
+uint32_t data_checksum(std::span<const std::byte> block) {
+  return ondisk::crc32c(block);
+}
 
 uint32_t symlink_checksum(std::string_view target) {
   return ondisk::crc32c(std::as_bytes(std::span(target.data(), target.size())));

@@ -5,6 +5,8 @@
 //   [inode_bitmap_start, ...)    one bit per inode
 //   [block_bitmap_start, ...)    one bit per volume block
 //   [inode_table_start, ...)     kInodeSize-byte inodes, 16 per block
+//   [checksum_start, ...)        format 2: a crc32c of every data-area block (file data),
+//                                kChecksumsPerBlock per block (absent in format 1)
 //   [data_start, total_blocks)   file data, directory and extent-tree blocks; data_start is
 //                                stripe-aligned so data runs can be whole stripes
 //
@@ -38,8 +40,12 @@ constexpr uint64_t kRootInode = 1;  // FUSE_ROOT_ID: inode numbers are table ind
 constexpr uint32_t kMaxNameLength = 255;
 constexpr uint32_t kMaxSymlinkLength = 4095;
 constexpr uint64_t kMaxFileSize = 1ull << 44;  // 16 TiB, as ext4 with 4 KiB blocks
-constexpr uint16_t kFormatMajor = 1;           // incompatible changes
-constexpr uint16_t kFormatMinor = 0;           // compatible additions
+// Format 2 adds data checksums (and with them copy-on-write overwrites, which a format-1
+// program would not make: so it must not mount one); format 1 is still read and written,
+// without checksums.
+constexpr uint16_t kFormatMajor = 2;        // incompatible changes
+constexpr uint16_t kFormatMinor = 0;        // compatible additions
+constexpr uint16_t kFormatNoChecksums = 1;  // the major of a filesystem without checksums
 
 // ---- filesystem superblock ----
 constexpr uint64_t kSuperMagic = 0x3176534650525453ull;  // "STRPFSv1"
@@ -55,6 +61,7 @@ struct FsSuperblock {
   uint64_t inode_bitmap_start = 0, inode_bitmap_blocks = 0;
   uint64_t block_bitmap_start = 0, block_bitmap_blocks = 0;
   uint64_t inode_table_start = 0, inode_count = 0;
+  uint64_t checksum_start = 0, checksum_blocks = 0;  // 0 blocks: no data checksums (format 1)
   uint64_t data_start = 0;
   uint32_t stripe_blocks = 1;  // data blocks per full stripe: the allocation alignment
   uint64_t hash_seed = 0;      // directory name hashing
@@ -65,6 +72,7 @@ struct FsSuperblock {
   uint64_t inode_table_blocks() const {
     return (inode_count + kInodesPerBlock - 1) / kInodesPerBlock;
   }
+  bool has_checksums() const { return checksum_blocks > 0; }
 };
 void encode_fs_superblock(const FsSuperblock& sb, std::span<std::byte, kBlockSize> out);
 // Refuses a bad magic, version, checksum or impossible geometry, naming the field.
@@ -78,6 +86,7 @@ enum class BlockKind : uint32_t {
   extent_index = 0x58494553,
   xattr = 0x41584453,
   bitmap = 0x504d4253,
+  checksums = 0x4d534353,  // "SCSM"
 };
 constexpr size_t kHeaderSize = 16;
 // Seals a block: writes kind, self and the checksum.
@@ -88,6 +97,12 @@ Result<void> verify_block(std::span<const std::byte, kBlockSize> block, BlockKin
 
 // ---- allocation bitmaps: a header, then bits (1 = in use) ----
 constexpr uint64_t kBitsPerBitmapBlock = (kBlockSize - kHeaderSize) * 8;
+
+// ---- data checksums: a header, then a crc32c (4 bytes, little-endian) per data-area block:
+// volume block b (>= data_start) at table block (b - data_start) / kChecksumsPerBlock ----
+constexpr uint64_t kChecksumsPerBlock = (kBlockSize - kHeaderSize) / 4;
+// The checksum of one 4 KiB block of file data.
+uint32_t data_checksum(std::span<const std::byte> block);
 
 // ---- inode ----
 struct Extent {

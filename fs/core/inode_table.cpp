@@ -21,9 +21,9 @@ Result<Inode*> InodeTable::get(uint64_t ino) {
   if (Inode* cached = find(ino)) return cached;
   if (ino == 0 || ino > count_) return fail(ESTALE, "inode {}: out of range", ino);
   if (!slots_.busy(ino - 1)) return fail(ESTALE, "inode {}: not in use", ino);
-  auto block = meta_.read(block_of(ino));
-  if (!block) return fail(block.error());
-  auto disk = decode_inode(block->subspan(offset_of(ino), kInodeSize), ino);
+  auto disk = meta_.read_as(block_of(ino), [&](std::span<const std::byte, kBlockSize> image) {
+    return decode_inode(image.subspan(offset_of(ino), kInodeSize), ino);
+  });
   if (!disk) {
     fs_log().error("{}", disk.error().message);
     return fail(EIO, "{}", disk.error().message);

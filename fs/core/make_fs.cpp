@@ -35,7 +35,14 @@ Result<FsSuperblock> plan_layout(uint64_t total_blocks, uint32_t stripe_blocks,
   sb.block_bitmap_blocks = (total_blocks + kBitsPerBitmapBlock - 1) / kBitsPerBitmapBlock;
   sb.inode_table_start = sb.block_bitmap_start + sb.block_bitmap_blocks;
   const uint64_t table_end = sb.inode_table_start + sb.inode_table_blocks();
-  sb.data_start = (table_end + sb.stripe_blocks - 1) / sb.stripe_blocks * sb.stripe_blocks;
+  if (!options.checksums) {
+    sb.major = kFormatNoChecksums;
+  } else if (table_end < total_blocks) {
+    sb.checksum_start = table_end;
+    sb.checksum_blocks = (total_blocks - table_end + kChecksumsPerBlock - 1) / kChecksumsPerBlock;
+  }
+  const uint64_t metadata_end = table_end + sb.checksum_blocks;
+  sb.data_start = (metadata_end + sb.stripe_blocks - 1) / sb.stripe_blocks * sb.stripe_blocks;
   // Room for the root directory and a few stripes of data at least.
   if (sb.data_start + 2 + 4 * uint64_t{sb.stripe_blocks} > total_blocks) {
     return fail(ENOSPC,
@@ -122,6 +129,26 @@ Result<FsSuperblock> make_filesystem(Volume& volume, const MakeFsOptions& option
   }
   if (auto r = volume.write(sb.inode_table_start * kBlockSize, block.span()); !r)
     return fail(r.error());
+
+  // The checksum table, every block sealed (all zero: no data written yet), so that a
+  // table block that fails its check later is damage, never a block not yet used. Written
+  // a stripe's worth at a time.
+  if (sb.has_checksums()) {
+    const uint64_t batch = std::max<uint64_t>(stripe_blocks, 64);
+    AlignedBuffer blocks(batch * kBlockSize);
+    for (uint64_t b = 0; b < sb.checksum_blocks; b += batch) {
+      const uint64_t n = std::min(batch, sb.checksum_blocks - b);
+      blocks.zero();
+      for (uint64_t i = 0; i < n; ++i) {
+        seal_block(std::span<std::byte, kBlockSize>(blocks.data() + i * kBlockSize, kBlockSize),
+                   BlockKind::checksums, sb.checksum_start + b + i);
+      }
+      if (auto r = volume.write((sb.checksum_start + b) * kBlockSize,
+                                blocks.span().subspan(0, n * kBlockSize));
+          !r)
+        return fail(r.error());
+    }
+  }
 
   encode_dir_header(DirHeader{}, root_header, span);
   if (auto r = volume.write(root_header * kBlockSize, block.span()); !r) return fail(r.error());

@@ -12,6 +12,7 @@ struct MakeFsOptions {
   uint64_t journal_blocks = 0;  // 0: 1/64 of the volume, within [4 MiB, 128 MiB]
   uint64_t inode_count = 0;     // 0: one per 16 KiB of volume
   uint32_t root_uid = 0, root_gid = 0;
+  bool checksums = true;  // a crc32c of every data block (format 2); false: format 1
 };
 
 // The layout a volume of `total_blocks` gets; refuses a volume too small to hold it.

@@ -33,6 +33,7 @@ struct MetaStats {
   uint64_t checkpoints = 0;
   uint64_t checkpointed_blocks = 0;
   uint64_t block_reads = 0;
+  uint64_t healed_blocks = 0;           // failed their check as read, recovered from redundancy
   uint64_t journal_blocks_written = 0;  // descriptors, images, commits and padding
   uint64_t journal_padding_blocks = 0;  // written to end commits on a stripe boundary
 };
@@ -44,6 +45,20 @@ class MetaStore {
   // The cached image of `block`, read from the volume on a miss (blocking). Nothing is
   // evicted except by trim(), so the span stays valid for the whole operation.
   Result<std::span<std::byte, kBlockSize>> read(uint64_t block);
+  // read(), and the image checked by `good` (once: until it is changed; for blocks that
+  // are always checked the same way). One that fails is healed (below).
+  Result<std::span<std::byte, kBlockSize>> read_checked(uint64_t block,
+                                                        const Volume::BlockCheck& good);
+  // `block`'s cached image failed `good` as read from the volume: the contents are looked
+  // for in the array's redundancy (Volume::recover_block, which rewrites the wrong chunk)
+  // and replace the image. Metadata heals as file data does. EUCLEAN, naming the block,
+  // when nothing passes, or when the image is this program's own (a transaction's).
+  Result<std::span<std::byte, kBlockSize>> heal(uint64_t block, const Volume::BlockCheck& good);
+  // read(), then `decode(image)` (a Result); a block that does not decode is healed and
+  // decoded again. What a decoder refuses as read is the error when healing fails.
+  template <class Decode>
+  auto read_as(uint64_t block, Decode&& decode)
+      -> decltype(decode(std::declval<std::span<const std::byte, kBlockSize>>()));
   // The image of `block` for changing: it joins the running transaction. Read through on a
   // miss; should that read fail, failed() says so and the next commit refuses.
   std::span<std::byte, kBlockSize> modify(uint64_t block);
@@ -82,6 +97,7 @@ class MetaStore {
  private:
   struct Cached {
     AlignedBuffer image;
+    bool checked = false;  // read_checked() passed it, and it has not changed since
   };
   Volume& volume_;
   Journal& journal_;
@@ -104,5 +120,19 @@ class MetaStore {
   uint64_t last_transaction_ = 0;
   MetaStats stats_;
 };
+
+template <class Decode>
+auto MetaStore::read_as(uint64_t block, Decode&& decode)
+    -> decltype(decode(std::declval<std::span<const std::byte, kBlockSize>>())) {
+  auto image = read(block);
+  if (!image) return fail(image.error());
+  auto decoded = decode(std::span<const std::byte, kBlockSize>(*image));
+  if (decoded) return decoded;
+  auto healed = heal(block, [&](std::span<const std::byte> candidate) {
+    return decode(std::span<const std::byte, kBlockSize>(candidate.data(), kBlockSize)).has_value();
+  });
+  if (!healed) return decoded;
+  return decode(std::span<const std::byte, kBlockSize>(*healed));
+}
 
 }  // namespace stripefs::fs

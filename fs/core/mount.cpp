@@ -29,6 +29,7 @@ Filesystem::~Filesystem() {
 
 void Filesystem::stop_threads() {
   worker_.stop();
+  healer_.stop();
   submitter_.stop();
 }
 
@@ -96,6 +97,7 @@ Result<void> Filesystem::start() {
   last_commit_ = monotonic_ns();
   submitter_.start();
   worker_.start();
+  healer_.start();
   if (unclean && !options_.read_only) {
     if (auto r = free_orphans(); !r) return r;
   }

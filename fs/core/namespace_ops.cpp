@@ -185,9 +185,9 @@ Result<std::string> Filesystem::readlink(uint64_t ino) {
   auto block = map_block(n, 0);
   if (!block) return fail(block.error());
   if (*block == 0) return fail(EIO, "inode {}: symlink without a target block", ino);
-  auto image = meta_->read(*block);
-  if (!image) return fail(image.error());
-  auto target = decode_symlink(*image, ino, n.disk.size, n.disk.symlink_crc);
+  auto target = meta_->read_as(*block, [&](std::span<const std::byte, kBlockSize> image) {
+    return decode_symlink(image, ino, n.disk.size, n.disk.symlink_crc);
+  });
   if (!target) {
     fs_log().error("{}", target.error().message);
     return fail(EIO, "{}", target.error().message);

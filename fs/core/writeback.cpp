@@ -39,7 +39,7 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   const WritebackSpace space{[this](uint64_t want, uint64_t goal, uint64_t align) {
                                return blocks_->reserve(want, goal, align);
                              },
-                             sb_.stripe_blocks, step_blocks()};
+                             sb_.stripe_blocks, step_blocks(), sb_.has_checksums()};
   WritebackPlan plan = plan_writeback(next_job_++, inode.ino, offset, end, inode.cache,
                                       inode.extents, inode.inflight, inode.delalloc, space);
   delalloc_reserved_ -= plan.promised_released;
@@ -54,7 +54,14 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   stats_.writeback_bytes += job->bytes;
   // The submitter hands it to the Volume; the completion, which may run on an I/O thread,
   // only queues work for the worker.
-  submitter_.submit(std::move(job->pieces), [this, job](Result<void> result) {
+  // (A copy of the pieces: the completion takes the data's checksums from them.)
+  std::vector<VolumePiece> pieces;
+  if (sb_.has_checksums()) {
+    pieces = job->pieces;
+  } else {
+    pieces = std::move(job->pieces);
+  }
+  submitter_.submit(std::move(pieces), [this, job](Result<void> result) {
     post([this, job, result = std::move(result)]() mutable {
       writeback_done(job, std::move(result));
     });
@@ -62,11 +69,17 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   return {};
 }
 
-// Data of [first, end) reached the volume: its extents become ordinary written extents.
+// Data of [first, end) reached the volume: its extents become ordinary written extents, and
+// blocks they replaced (copy on write) are freed.
 void Filesystem::settle_extents(Inode& inode, uint64_t first, uint64_t end, bool written) {
-  for (auto [physical, length] : inode.extents.settle(first, end, written)) {
+  const Settled settled = inode.extents.settle(first, end, written);
+  for (auto [physical, length] : settled.used) {
     blocks_->mark_used(*meta_, physical, length);
     inode.disk.blocks += length;
+  }
+  for (auto [physical, length] : settled.replaced) {
+    free_blocks(physical, length);
+    inode.disk.blocks -= length;
   }
   inode.extents_dirty = true;
   table_->mark_dirty(inode.ino);
@@ -74,11 +87,18 @@ void Filesystem::settle_extents(Inode& inode, uint64_t first, uint64_t end, bool
 }
 
 void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> result) {
+  // The checksums of what was written, from the job's buffers (which never change), before
+  // the lock is taken.
+  std::vector<std::pair<uint64_t, uint32_t>> checksums;
+  if (result && sb_.has_checksums()) checksums = data_checksums(job->pieces);
   Lock lock(mutex_);
   Inode* found = table_->find(job->ino);
   if (found == nullptr) return;  // never: inodes with writebacks stay cached
   Inode& inode = *found;
   if (result) {
+    // In the same transaction as the extents that point at the blocks: a commit never
+    // holds one without the other.
+    if (auto r = store_checksums(checksums); !r) fail_filesystem(r.error());
     for (auto [first, end] : job->allocated) settle_extents(inode, first, end, true);
     for (auto [first, end] : job->converted) settle_extents(inode, first, end, true);
   } else {

@@ -25,18 +25,24 @@ WritebackPlan plan_writeback(uint64_t id, uint64_t ino, uint64_t offset, uint64_
       // The extent covering b, or the hole up to the next one.
       const ExtentMap::At here = extents.at(b);
       uint64_t run = 0, volume_block = 0;
-      if (here.extent != nullptr) {
+      const bool in_place =
+          here.extent != nullptr && (here.extent->extent.unwritten || !space.copy_on_write);
+      if (in_place) {
         const Extent& x = here.extent->extent;
         run = std::min(stop, x.logical_end()) - b;
         volume_block = x.physical + (b - x.logical);
         if (x.unwritten) job->converted.emplace_back(b, b + run);
+        // Reservations made for blocks that turn out not to need one go back.
+        plan.promised_released += delalloc.remove(b, b + run);
       } else {
-        const uint64_t hole_end = std::min(stop, here.next);
-        uint64_t goal = 0;
-        if (here.previous != nullptr && here.previous->extent.logical_end() == b) {
-          goal = here.previous->extent.physical + here.previous->extent.length;
-        }
-        const uint64_t want = std::min<uint64_t>({hole_end - b, kMaxExtentLength, space.max_run});
+        // A hole, or (copy on write) written blocks: new volume blocks, next to the file's
+        // previous block where they can be.
+        const uint64_t until =
+            here.extent != nullptr ? here.extent->extent.logical_end() : here.next;
+        const uint64_t end_of_run = std::min(stop, until);
+        const uint64_t before = b > 0 ? extents.map(b - 1) : 0;
+        const uint64_t goal = before != 0 ? before + 1 : 0;
+        const uint64_t want = std::min<uint64_t>({end_of_run - b, kMaxExtentLength, space.max_run});
         auto got = space.allocate(want, goal, b % stripe == 0 ? stripe : 1);
         if (!got) {
           if (!plan.failed) {
@@ -49,7 +55,11 @@ WritebackPlan plan_writeback(uint64_t id, uint64_t ino, uint64_t offset, uint64_
         plan.promised_released += delalloc.remove(b, b + got->second);
         run = got->second;
         volume_block = got->first;
-        extents.add(MemExtent{Extent{b, got->first, static_cast<uint32_t>(run), false}, true});
+        if (here.extent != nullptr) {
+          extents.replace(b, run, got->first);
+        } else {
+          extents.add(MemExtent{Extent{b, got->first, static_cast<uint32_t>(run), false}, true});
+        }
         job->allocated.emplace_back(b, b + run);
       }
       const size_t at = r.buffer_offset + (b * kBlockSize - start);

@@ -9,7 +9,10 @@
 // The new extents are pending (left out of commits until the data is written: ordered mode),
 // and the file blocks join `inflight`. Ranges whose blocks another job still has in flight
 // are left dirty (two jobs for one block could land in either order): the plan says so, and
-// the file goes again when that job is done.
+// the file goes again when that job is done. With copy on write (a filesystem with data
+// checksums), written blocks get new volume blocks too (ExtentMap::replace), so data that a
+// committed checksum describes never changes in place; unwritten ones are written in place
+// (nothing committed describes their contents).
 //
 // Not thread-safe: under the filesystem lock, like the inode it plans for.
 #pragma once
@@ -36,6 +39,7 @@ struct WritebackJob {
   std::vector<std::shared_ptr<AlignedBuffer>> buffers;
   uint64_t bytes = 0;
   std::vector<std::pair<uint64_t, uint64_t>> allocated;  // file blocks given blocks: pending
+                                                         // (copy on write: replacing)
   std::vector<std::pair<uint64_t, uint64_t>> converted;  // unwritten extents it writes
   std::vector<VolumePiece> pieces;                       // what goes to the Volume, sorted
 };
@@ -48,6 +52,7 @@ struct WritebackSpace {
       allocate;
   uint64_t stripe_blocks = 1;     // the volume's stripe, in blocks
   uint64_t max_run = UINT64_MAX;  // the most blocks one allocation may take
+  bool copy_on_write = false;     // written blocks get new ones (the old are freed at settle)
 };
 
 struct WritebackPlan {

@@ -22,9 +22,11 @@ Result<void> check_namespace(std::string_view name) {
 
 Result<std::vector<Xattr>> Filesystem::load_xattrs(Inode& inode) {
   if (inode.disk.xattr_block == 0) return std::vector<Xattr>{};
-  auto image = meta_->read(inode.disk.xattr_block);
-  if (!image) return fail(image.error());
-  auto attrs = decode_xattrs(*image, inode.disk.xattr_block);
+  auto attrs =
+      meta_->read_as(inode.disk.xattr_block,
+                     [self = inode.disk.xattr_block](std::span<const std::byte, kBlockSize> image) {
+                       return decode_xattrs(image, self);
+                     });
   if (!attrs) {
     fs_log().error("inode {}: {}", inode.ino, attrs.error().message);
     return fail(EIO, "inode {}: {}", inode.ino, attrs.error().message);

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
         }
         return {};
       });
+  bool no_checksums = false;
+  app.add_flag("--no-checksums", no_checksums,
+               "keep no data checksums (format 1: overwrites in place, no self-healing reads)");
   app.add_flag("-f,--force", force, "overwrite devices that hold another array or filesystem");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   app.add_option("devices", device_args, "member devices (or files), in role order")->required();
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
   fs::MakeFsOptions make;
   make.label = label;
   make.inode_count = inodes;
+  make.checksums = !no_checksums;
   if (label.size() > kLabelSize)
     return refuse(fmt::format("label longer than {} bytes", kLabelSize));
   if (!uuid_text.empty()) {
@@ -236,11 +240,12 @@ int main(int argc, char** argv) {
                 format_size(made->total_blocks * fs::kBlockSize).c_str());
     std::printf(
         "filesystem %s%s%s: %llu inodes, metadata journal %s, data from block %llu (stripe %u "
-        "blocks)\n",
+        "blocks), %s\n",
         format_uuid(made->uuid).c_str(), label.empty() ? "" : " label ", label.c_str(),
         static_cast<unsigned long long>(made->inode_count),
         format_size(made->journal_blocks * fs::kBlockSize).c_str(),
-        static_cast<unsigned long long>(made->data_start), made->stripe_blocks);
+        static_cast<unsigned long long>(made->data_start), made->stripe_blocks,
+        made->has_checksums() ? "data checksums" : "no data checksums");
     if (parity && created->journal_size == 0) {
       std::printf(
           "note: without a write-hole journal the RAID5/6 write hole is open; the write-intent "

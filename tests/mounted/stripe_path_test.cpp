@@ -159,7 +159,7 @@ TEST_F(StripePath, SmallWritesAreLoggedOnTheMembersByDefault) {
   Fd fd = open_file(path("small"), O_RDWR | O_CREAT | O_TRUNC);
   ASSERT_TRUE(fd.valid());
   ASSERT_TRUE(write_at(fd.get(), base, 0));
-  ASSERT_EQ(fsync(fd.get()), 0);  // in place: the small writes below rewrite part of it
+  ASSERT_EQ(fsync(fd.get()), 0);  // the small writes below rewrite part of it
   auto before = daemon_query(fs_.root().string(), "stats");
   ASSERT_TRUE(before) << before.error();
   Bytes expect = base;
@@ -172,10 +172,12 @@ TEST_F(StripePath, SmallWritesAreLoggedOnTheMembersByDefault) {
   ASSERT_EQ(fsync(fd.get()), 0);
   auto after = daemon_query(fs_.root().string(), "stats");
   ASSERT_TRUE(after) << after.error();
+  // With data checksums the 16 blocks are written back to new blocks (copy on write), next
+  // to each other: fewer stripes than the three they came from, but still partial ones.
   EXPECT_GE(counter(*after, "write_hole_journal", "stripes_logged") -
                 counter(*before, "write_hole_journal", "stripes_logged"),
-            3u)
-      << "the partial-stripe writes (in the file's three stripes) logged first";
+            1u)
+      << "the partial-stripe writes logged first";
   fd.reset();
   const Status killed = fs_.kill9();
   ASSERT_TRUE(killed) << killed.error();

@@ -86,11 +86,46 @@ TEST(ExtentMap, SettleRecordsPendingRunsAndMerges) {
   map.insert(Extent{0, 100, 4, false});
   map.add(MemExtent{Extent{4, 104, 4, false}, true});
   map.insert(Extent{8, 108, 4, true});
-  auto on_disk = map.settle(4, 10, true);
-  EXPECT_EQ(on_disk, (std::vector<std::pair<uint64_t, uint64_t>>{{104, 4}}));
+  auto settled = map.settle(4, 10, true);
+  EXPECT_EQ(settled.used, (std::vector<std::pair<uint64_t, uint64_t>>{{104, 4}}));
+  EXPECT_TRUE(settled.replaced.empty());
   ASSERT_EQ(map.size(), 2u) << "[0,10) written in one extent, [10,12) still unwritten";
   EXPECT_EQ(map.begin()->second.extent, (Extent{0, 100, 10, false}));
   EXPECT_TRUE(std::next(map.begin())->second.extent.unwritten);
+}
+
+// Copy on write: blocks of a written extent get new volume blocks, pending; commits keep the
+// old ones until the data is written, then the old run is given back and the new one kept.
+TEST(ExtentMap, AReplacementKeepsTheOldBlocksOnDiskUntilSettled) {
+  ExtentMap map;
+  map.insert(Extent{0, 100, 10, false});
+  map.replace(3, 4, 500);
+  EXPECT_EQ(map.map(3), 500u);
+  EXPECT_EQ(map.readable_run(3).first, 0u) << "in flight: its data is in the cache";
+  EXPECT_EQ(map.on_disk(), (std::vector<Extent>{{0, 100, 10, false}}))
+      << "a commit now stores the old blocks, as one extent";
+  const Settled settled = map.settle(0, 10, true);
+  EXPECT_EQ(settled.used, (std::vector<std::pair<uint64_t, uint64_t>>{{500, 4}}));
+  EXPECT_EQ(settled.replaced, (std::vector<std::pair<uint64_t, uint64_t>>{{103, 4}}));
+  EXPECT_EQ(map.on_disk(),
+            (std::vector<Extent>{{0, 100, 3, false}, {3, 500, 4, false}, {7, 107, 3, false}}));
+}
+
+TEST(ExtentMap, RemovingAReplacementGivesUpBothRuns) {
+  ExtentMap map;
+  map.insert(Extent{0, 100, 10, false});
+  map.replace(2, 6, 500);
+  const std::vector<RemovedRun> removed = map.remove(4, 12);
+  ASSERT_EQ(removed.size(), 3u);
+  EXPECT_EQ(removed[0].physical, 502u);
+  EXPECT_EQ(removed[0].count, 4u);
+  EXPECT_TRUE(removed[0].pending);
+  EXPECT_EQ(removed[1].physical, 104u) << "the blocks it replaced";
+  EXPECT_EQ(removed[1].count, 4u);
+  EXPECT_FALSE(removed[1].pending);
+  EXPECT_EQ(removed[2].physical, 108u);
+  EXPECT_EQ(removed[2].count, 2u);
+  EXPECT_EQ(map.on_disk(), (std::vector<Extent>{{0, 100, 4, false}}));
 }
 
 TEST(ExtentMap, StartOfLastCountsExtentsBackFromTheStop) {
@@ -108,6 +143,7 @@ TEST(ExtentMap, MatchesABlockModel) {
     uint64_t physical = 0;  // 0: hole
     bool unwritten = false;
     bool pending = false;
+    uint64_t replaces = 0;  // pending: the written block it replaces
   };
   std::mt19937_64 rng(7);
   ExtentMap map;
@@ -115,7 +151,7 @@ TEST(ExtentMap, MatchesABlockModel) {
   uint64_t next_physical = 1000;
   for (int step = 0; step < 4000; ++step) {
     const uint64_t a = rng() % kBlocks, n = 1 + rng() % 10, b = std::min(kBlocks, a + n);
-    switch (rng() % 4) {
+    switch (rng() % 5) {
       case 0:
       case 1: {  // allocate over a hole: written, unwritten or pending
         uint64_t end = a;
@@ -138,7 +174,7 @@ TEST(ExtentMap, MatchesABlockModel) {
         for (const RemovedRun& r : map.remove(a, b)) freed += r.count;
         uint64_t expected = 0;
         for (uint64_t i = a; i < b; ++i) {
-          expected += model[i].physical != 0;
+          expected += (model[i].physical != 0) + (model[i].replaces != 0);
           model[i] = {};
         }
         ASSERT_EQ(freed, expected) << "step " << step;
@@ -146,16 +182,35 @@ TEST(ExtentMap, MatchesABlockModel) {
       }
       case 3: {
         const bool written = rng() % 2;
-        uint64_t recorded = 0;
-        for (auto [physical, length] : map.settle(a, b, written)) recorded += length;
-        uint64_t expected = 0;
+        uint64_t recorded = 0, replaced = 0;
+        const Settled settled = map.settle(a, b, written);
+        for (auto [physical, length] : settled.used) recorded += length;
+        for (auto [physical, length] : settled.replaced) replaced += length;
+        uint64_t expected = 0, expected_replaced = 0;
         for (uint64_t i = a; i < b; ++i) {
           if (model[i].physical == 0) continue;
           expected += model[i].pending;
+          expected_replaced += model[i].replaces != 0;
           model[i].pending = false;
+          model[i].replaces = 0;
           if (written) model[i].unwritten = false;
         }
         ASSERT_EQ(recorded, expected) << "step " << step;
+        ASSERT_EQ(replaced, expected_replaced) << "step " << step;
+        break;
+      }
+      case 4: {  // copy on write over part of one written extent
+        const ExtentMap::At here = map.at(a);
+        if (here.extent == nullptr || here.extent->pending || here.extent->extent.unwritten) break;
+        const uint64_t end = std::min(b, here.extent->extent.logical_end());
+        const uint64_t physical = next_physical;
+        next_physical += 20;
+        map.replace(a, end - a, physical);
+        for (uint64_t i = a; i < end; ++i) {
+          model[i].replaces = model[i].physical;
+          model[i].physical = physical + (i - a);
+          model[i].pending = true;
+        }
         break;
       }
     }
@@ -164,6 +219,16 @@ TEST(ExtentMap, MatchesABlockModel) {
       const auto run = map.readable_run(i);
       const bool readable = model[i].physical != 0 && !model[i].unwritten && !model[i].pending;
       ASSERT_EQ(run.first, readable ? model[i].physical : 0) << "block " << i << " step " << step;
+    }
+    // What a commit stores: written and unwritten blocks, replaced ones as they were.
+    std::vector<uint64_t> stored(kBlocks, 0);
+    for (const Extent& e : map.on_disk()) {
+      for (uint64_t i = e.logical; i < e.logical_end(); ++i)
+        stored[i] = e.physical + (i - e.logical);
+    }
+    for (uint64_t i = 0; i < kBlocks; ++i) {
+      const uint64_t expected = model[i].pending ? model[i].replaces : model[i].physical;
+      ASSERT_EQ(stored[i], expected) << "on disk, block " << i << " step " << step;
     }
     uint64_t previous_end = 0;
     for (const auto& [first, m] : map) {

@@ -292,13 +292,37 @@ void fill_past_reserve(MemoryFs& t, uint64_t log, const std::vector<std::byte>& 
   ASSERT_TRUE(t.fs->sync().has_value());
 }
 
-// Overwriting blocks a file owns needs no space, however full the filesystem.
+// Without data checksums, overwriting blocks a file owns needs no space, however full the
+// filesystem.
 TEST(FsFaultInjection, OverwriteInPlaceOnFullFilesystem) {
-  MemoryFs t(16ull << 20);
+  fs::MakeFsOptions no_checksums;
+  no_checksums.checksums = false;
+  MemoryFs t(16ull << 20, no_checksums);
   const uint64_t log = t.create(kRootInode, "log");
   fill_past_reserve(t, log, std::vector<std::byte>(1 << 20, std::byte{3}));
   auto w = t.write(log, 8192, std::vector<std::byte>(4096, std::byte{9}));
   EXPECT_TRUE(w.has_value()) << w.error().message;
+}
+
+// With them, an overwrite goes to new blocks (copy on write), so on a full filesystem it is
+// refused at write() with ENOSPC, as on btrfs, and the file keeps what it held; once space
+// is freed it goes through.
+TEST(FsFaultInjection, OverwriteOnAFullFilesystemWithChecksumsIsEnospcAndLosesNothing) {
+  MemoryFs t(16ull << 20);
+  const uint64_t log = t.create(kRootInode, "log");
+  const std::vector<std::byte> data(1 << 20, std::byte{3});
+  fill_past_reserve(t, log, data);
+  auto w = t.write(log, 8192, std::vector<std::byte>(4096, std::byte{9}));
+  ASSERT_FALSE(w.has_value());
+  EXPECT_EQ(w.error().code, ENOSPC);
+  ASSERT_TRUE(t.fs->sync().has_value());
+  EXPECT_TRUE(t.read(log, 0, data.size()) == data);
+  ASSERT_TRUE(t.fs->unlink(kRootInode, "fill").has_value());
+  w = t.write(log, 8192, std::vector<std::byte>(4096, std::byte{9}));
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  t.remount();
+  auto back = t.read(log, 8192, 4096);
+  EXPECT_TRUE(back == std::vector<std::byte>(4096, std::byte{9}));
 }
 
 // A truncate on a full filesystem never commits half done (the old size with a freed tail).

@@ -16,7 +16,8 @@ FsSuperblock sample_superblock() {
                                       .journal_blocks = 0,
                                       .inode_count = 0,
                                       .root_uid = 0,
-                                      .root_gid = 0});
+                                      .root_gid = 0,
+                                      .checksums = true});
   EXPECT_TRUE(sb.has_value());
   return *sb;
 }
@@ -32,6 +33,12 @@ TEST(FsFormat, SuperblockRoundTripsAndRejectsEachDamage) {
   EXPECT_EQ(back->data_start % 48, 0u);
   EXPECT_EQ(back->inode_count, sb.inode_count);
   EXPECT_EQ(back->hash_seed, sb.hash_seed);
+  EXPECT_EQ(back->major, kFormatMajor);
+  EXPECT_EQ(back->checksum_start, sb.inode_table_start + sb.inode_table_blocks());
+  EXPECT_EQ(back->checksum_blocks, sb.checksum_blocks);
+  EXPECT_GE(back->checksum_blocks * kChecksumsPerBlock, sb.total_blocks - sb.data_start)
+      << "the table covers every data block";
+  EXPECT_GE(back->data_start, back->checksum_start + back->checksum_blocks);
   // Each field that can be wrong is named.
   auto refused = [&](auto mutate, std::string_view field) {
     FsSuperblock bad = sb;
@@ -48,11 +55,30 @@ TEST(FsFormat, SuperblockRoundTripsAndRejectsEachDamage) {
   refused([](FsSuperblock& s) { s.data_start = s.total_blocks; }, "field data_start");
   refused([](FsSuperblock& s) { s.stripe_blocks = 0; }, "field stripe_blocks");
   refused([](FsSuperblock& s) { s.journal_blocks = 3; }, "field journal_start/journal_blocks");
+  refused([](FsSuperblock& s) { s.checksum_blocks = 1; }, "field checksum_start/checksum_blocks");
+  refused([](FsSuperblock& s) { s.checksum_blocks = 0; }, "field checksum_start/checksum_blocks");
+  refused([](FsSuperblock& s) { ++s.checksum_start; }, "field checksum_start/checksum_blocks");
   for (size_t at : {size_t{16}, size_t{100}, size_t{kBlockSize - 1}}) {
     Block damaged = b;
     damaged[at] ^= std::byte{1};
     EXPECT_FALSE(decode_fs_superblock(damaged).has_value()) << at;
   }
+}
+
+// Format 1 (made without checksums) has no table, and reads back as such.
+TEST(FsFormat, AFormatOneSuperblockHasNoChecksumTable) {
+  MakeFsOptions options;
+  options.checksums = false;
+  auto sb = plan_layout(100000, 48, options);
+  ASSERT_TRUE(sb.has_value());
+  EXPECT_EQ(sb->major, kFormatNoChecksums);
+  EXPECT_FALSE(sb->has_checksums());
+  EXPECT_EQ(sb->data_start, (sb->inode_table_start + sb->inode_table_blocks() + 47) / 48 * 48);
+  Block b;
+  encode_fs_superblock(*sb, b);
+  auto back = decode_fs_superblock(b);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_FALSE(back->has_checksums());
 }
 
 TEST(FsFormat, InodeRoundTripsWithExtentsAndInlineSymlink) {
