@@ -209,7 +209,8 @@ class Volume {
   // on a parity level, rebuilt with their own chunk left out, and on RAID6 with one other
   // chunk left out as well (a data chunk and P both bad). The first contents that pass go
   // to `data`; every chunk found wrong is rewritten from them and read back
-  // (Member::count_checksum_error, logged with member and offset). EIO when nothing passes
+  // (Member::count_checksum_error, logged with member and offset); a member being rebuilt
+  // that is past this stripe counts as one of them. EIO when nothing passes
   // (no copy left is good: the caller must not return the bytes), or on a level without
   // redundancy. A member that fails a read meanwhile is left out, not failed here; one that
   // fails the rewrite or its read back is failed. Blocking: never from a completion.

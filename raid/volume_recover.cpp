@@ -78,7 +78,9 @@ Result<Volume::Recovered> Volume::recover_block(uint64_t offset, std::span<std::
   };
   std::vector<bool> readable(n, false);
   for (unsigned i = 0; i < n; ++i) {
-    if (!active(where[i].member)) continue;
+    // In sync for this stripe: in service, or being rebuilt and past it (its chunk is
+    // written with the stripe, so it is read, checked and rewritten like the others).
+    if (!members_.in_sync(where[i].member, stripe)) continue;
     VolumeCounters::add(stats_.member_read_ios, 1);
     readable[i] = member_read(*members_[where[i].member],
                               data_offset_ + where[i].member_offset + within, row(rows, i))

@@ -68,7 +68,7 @@ Result<void> Filesystem::expect_checksums(ReadCheck& check) {
   uint64_t table = 0;
   std::span<const std::byte> image;
   for (const ReadCheck::Run& run : check.runs) {
-    for (uint64_t i = 0; i < run.data.size() / kBlockSize; ++i) {
+    for (uint64_t i = 0; i < run.length / kBlockSize; ++i) {
       const auto [block, offset] = checksum_slot(run.volume_block + i);
       if (block != table) {
         auto got = meta_->read_checked(block, table_check(block));
@@ -84,12 +84,13 @@ Result<void> Filesystem::expect_checksums(ReadCheck& check) {
   return {};
 }
 
-std::vector<size_t> Filesystem::failed_blocks(const ReadCheck& check) {
+std::vector<size_t> Filesystem::failed_blocks(const ReadCheck& check,
+                                              std::span<const std::byte> read) {
   std::vector<size_t> failed;
   size_t index = 0;
   for (const ReadCheck::Run& run : check.runs) {
-    for (uint64_t at = 0; at < run.data.size(); at += kBlockSize, ++index) {
-      if (data_checksum(run.data.subspan(at, kBlockSize)) != check.expected[index]) {
+    for (uint64_t at = 0; at < run.length; at += kBlockSize, ++index) {
+      if (data_checksum(read.subspan(run.at + at, kBlockSize)) != check.expected[index]) {
         failed.push_back(index);
       }
     }
@@ -97,18 +98,19 @@ std::vector<size_t> Filesystem::failed_blocks(const ReadCheck& check) {
   return failed;
 }
 
-Result<void> Filesystem::recover_blocks(const ReadCheck& check, const std::vector<size_t>& failed) {
+Result<void> Filesystem::recover_blocks(const ReadCheck& check, const std::vector<size_t>& failed,
+                                        std::span<std::byte> read) {
   Result<void> result;
   size_t next = 0, index = 0;
   for (const ReadCheck::Run& run : check.runs) {
-    const uint64_t blocks = run.data.size() / kBlockSize;
+    const uint64_t blocks = run.length / kBlockSize;
     for (; next < failed.size() && failed[next] < index + blocks; ++next) {
       const uint64_t i = failed[next] - index;
       const uint64_t volume_block = run.volume_block + i;
       const uint64_t file_offset = run.file_offset + i * kBlockSize;
       const uint32_t crc = check.expected[failed[next]];
       auto recovered = volume_.recover_block(
-          volume_block * kBlockSize, run.data.subspan(i * kBlockSize, kBlockSize),
+          volume_block * kBlockSize, read.subspan(run.at + i * kBlockSize, kBlockSize),
           [crc](std::span<const std::byte> bytes) { return data_checksum(bytes) == crc; });
       if (!recovered) {
         checksum_unrecoverable_.fetch_add(1, std::memory_order_relaxed);

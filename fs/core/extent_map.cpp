@@ -144,6 +144,42 @@ Settled ExtentMap::settle(uint64_t first, uint64_t end, bool written) {
   return settled;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::abandon(uint64_t first, uint64_t end) {
+  split_at(first);
+  split_at(end);
+  std::vector<std::pair<uint64_t, uint64_t>> reserved;
+  for (auto it = map_.lower_bound(first); it != map_.end() && it->first < end;) {
+    MemExtent& m = it->second;
+    if (!m.pending) {
+      ++it;
+      continue;
+    }
+    reserved.emplace_back(m.extent.physical, m.extent.length);
+    if (m.replaces == 0) {
+      it = map_.erase(it);
+      continue;
+    }
+    m.extent.physical = m.replaces;
+    m.replaces = 0;
+    m.pending = false;
+    ++it;
+  }
+  // Merge neighbours back together.
+  auto it = map_.lower_bound(first);
+  if (it != map_.begin()) --it;
+  while (it != map_.end() && it->first <= end) {
+    auto next = std::next(it);
+    if (next == map_.end()) break;
+    if (mergeable(it->second, next->second)) {
+      it->second.extent.length += next->second.extent.length;
+      map_.erase(next);
+    } else {
+      it = next;
+    }
+  }
+  return reserved;
+}
+
 std::vector<Extent> ExtentMap::on_disk() const {
   std::vector<Extent> extents;
   for (const auto& [first, m] : map_) {

@@ -94,6 +94,10 @@ class ExtentMap {
   // on (their volume runs are returned, and the runs they replace), and with `written`
   // unwritten ones become written. Neighbours merge again.
   Settled settle(uint64_t first, uint64_t end, bool written);
+  // The writeback of [first, end) failed: its pending extents go (a hole's mapping is
+  // removed, a replacement gives the file its written blocks back), and the volume runs
+  // they had reserved are returned, to be unreserved.
+  std::vector<std::pair<uint64_t, uint64_t>> abandon(uint64_t first, uint64_t end);
 
   // The extents a commit stores: all but the pending ones, except that one replacing
   // written blocks stores those (merged where contiguous).

@@ -178,12 +178,12 @@ auto readable_run(Inode& inode) {
   return [&inode](uint64_t b) { return inode.extents.readable_run(b); };
 }
 
-// What of `plan` (a read of [begin, ...) into `dest`) came from the volume, to be checked.
-ReadCheck check_of(uint64_t ino, const ReadPlan& plan, uint64_t begin, std::span<std::byte> dest) {
+// What of `plan` (a read of [begin, ...) into a buffer) comes from the volume, to be checked.
+ReadCheck check_of(uint64_t ino, const ReadPlan& plan, uint64_t begin) {
   ReadCheck check;
   check.ino = ino;
   for (const auto& v : plan.volume) {
-    check.runs.push_back({v.volume_block, v.offset, dest.subspan(v.offset - begin, v.length)});
+    check.runs.push_back({v.volume_block, v.offset, v.offset - begin, v.length});
   }
   return check;
 }
@@ -240,12 +240,12 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
     return done(std::move(reply));
   }
   const ReadPlan plan = plan_read(n, begin, end, readable_run(n));
-  auto buffer = buffers_->get(end - begin);
   // What comes from the volume is checked against its checksums, which are looked up now.
-  std::shared_ptr<ReadCheck> check;
-  if (sb_.has_checksums() && !plan.volume.empty()) {
-    check = std::make_shared<ReadCheck>(check_of(ino, plan, begin, buffer->span()));
-    if (auto r = expect_checksums(*check); !r) {
+  ReadCheck checking;
+  const bool checked = sb_.has_checksums() && !plan.volume.empty();
+  if (checked) {
+    checking = check_of(ino, plan, begin);
+    if (auto r = expect_checksums(checking); !r) {
       lock.unlock();
       fs_log().error("{}", r.error().message);
       return done(fail(EIO, "{}", r.error().message));
@@ -253,6 +253,9 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
   }
   const uint64_t epoch = start_read_locked();
   lock.unlock();
+  auto buffer = buffers_->get(end - begin);
+  std::shared_ptr<ReadCheck> check;
+  if (checked) check = std::make_shared<ReadCheck>(std::move(checking));
   reply.buffers.push_back(buffer);
   reply.fragments.push_back({buffer->data() + (offset - begin), size});
   // The reply first, then the read counts as finished: wait_reads() then covers it too.
@@ -266,15 +269,15 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
     finish_read(epoch);
   };
   start_plan(volume_, plan, begin, buffer->span(),
-             [this, check, answer, reply = std::move(reply),
+             [this, check, answer, buffer, reply = std::move(reply),
               done = std::move(done)](Result<void> r) mutable {
                if (r && check) {
-                 std::vector<size_t> failed = failed_blocks(*check);
+                 std::vector<size_t> failed = failed_blocks(*check, buffer->span());
                  if (!failed.empty()) {
                    // Recovery blocks: not here, on a member's completion thread.
-                   healer_.post([this, check, answer, failed = std::move(failed),
+                   healer_.post([this, check, answer, buffer, failed = std::move(failed),
                                  reply = std::move(reply), done = std::move(done)]() mutable {
-                     answer(recover_blocks(*check, failed), reply, done);
+                     answer(recover_blocks(*check, failed, buffer->span()), reply, done);
                    });
                    return;
                  }
@@ -346,10 +349,10 @@ Result<void> Filesystem::fill_from_volume(Inode& inode, uint64_t offset, std::sp
   stats_.edge_fill_bytes += dest.size();
   if (auto r = run_plan(volume_, plan, offset, dest); !r) return r;
   if (!sb_.has_checksums() || plan.volume.empty()) return {};
-  ReadCheck check = check_of(inode.ino, plan, offset, dest);
+  ReadCheck check = check_of(inode.ino, plan, offset);
   if (auto r = expect_checksums(check); !r) return r;
-  const std::vector<size_t> failed = failed_blocks(check);
-  return failed.empty() ? Result<void>() : recover_blocks(check, failed);
+  const std::vector<size_t> failed = failed_blocks(check, dest);
+  return failed.empty() ? Result<void>() : recover_blocks(check, failed, dest);
 }
 
 // ---------------------------------------------------------------- write

@@ -126,13 +126,16 @@ struct ReadReply {
   }
 };
 
-// Blocks of a file read from the volume, to be checked against their checksums.
+// Blocks of a file read from the volume into a buffer, to be checked against their
+// checksums. Made (and the checksums looked up) under the filesystem lock, before the buffer
+// exists: runs say where in it their blocks land.
 struct ReadCheck {
   uint64_t ino = 0;
   struct Run {
     uint64_t volume_block;
     uint64_t file_offset;
-    std::span<std::byte> data;  // whole blocks, as read
+    size_t at;        // in the buffer
+    uint64_t length;  // whole blocks
   };
   std::vector<Run> runs;
   std::vector<uint32_t> expected;  // per block, in the runs' order
@@ -306,12 +309,13 @@ class Filesystem {
   Result<void> store_checksums(const std::vector<std::pair<uint64_t, uint32_t>>& checksums);
   // check.expected from the table (under the lock).
   Result<void> expect_checksums(ReadCheck& check);
-  // The blocks (indices in run order) whose contents fail their checksum.
-  static std::vector<size_t> failed_blocks(const ReadCheck& check);
+  // The blocks (indices in run order) whose contents in `read` fail their checksum.
+  static std::vector<size_t> failed_blocks(const ReadCheck& check, std::span<const std::byte> read);
   // Each failed block looked for in the array's redundancy (Volume::recover_block), the good
   // contents put in its place and counted; EIO naming the file offset when some block has
   // no good copy. Blocking: never on a completion (the healer thread, or under the lock).
-  Result<void> recover_blocks(const ReadCheck& check, const std::vector<size_t>& failed);
+  Result<void> recover_blocks(const ReadCheck& check, const std::vector<size_t>& failed,
+                              std::span<std::byte> read);
   // The table block holding volume block `b`'s checksum, and the entry's offset in it.
   std::pair<uint64_t, size_t> checksum_slot(uint64_t b) const;
   uint64_t start_read_locked();      // with mutex_: the read's epoch, counted active

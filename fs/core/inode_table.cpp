@@ -21,6 +21,7 @@ Result<Inode*> InodeTable::get(uint64_t ino) {
   if (Inode* cached = find(ino)) return cached;
   if (ino == 0 || ino > count_) return fail(ESTALE, "inode {}: out of range", ino);
   if (!slots_.busy(ino - 1)) return fail(ESTALE, "inode {}: not in use", ino);
+  (void)check_block(ino, 0);  // damage elsewhere in the block is not this inode's
   auto disk = meta_.read_as(block_of(ino), [&](std::span<const std::byte, kBlockSize> image) {
     return decode_inode(image.subspan(offset_of(ino), kInodeSize), ino);
   });
@@ -43,6 +44,7 @@ Result<Inode*> InodeTable::create(uint32_t mode, uint32_t uid, uint32_t gid, uin
   auto run = slots_.reserve(1, 0, 1);
   if (!run) return fail(ENOSPC, "no free inodes");
   const uint64_t ino = run->first + 1;
+  (void)check_block(ino, ino);  // (its own slot is free: whatever it holds)
   auto block = meta_.read(block_of(ino));
   if (!block) {
     slots_.unreserve(run->first, 1);
@@ -70,7 +72,23 @@ Result<Inode*> InodeTable::create(uint32_t mode, uint32_t uid, uint32_t gid, uin
   return raw;
 }
 
+Result<void> InodeTable::check_block(uint64_t ino, uint64_t except) {
+  const uint64_t block = block_of(ino);
+  const uint64_t first = (block - start_) * kInodesPerBlock + 1;
+  auto checked = meta_.read_checked(block, [&](std::span<const std::byte> image) {
+    for (uint64_t n = first; n < first + kInodesPerBlock && n <= count_; ++n) {
+      if (n == except || !slots_.busy(n - 1)) continue;
+      if (!decode_inode(image.subspan(offset_of(n), kInodeSize), n)) return false;
+    }
+    return true;
+  });
+  if (!checked) return fail(checked.error());
+  return {};
+}
+
 Result<void> InodeTable::write(uint64_t ino, const DiskInode& disk) {
+  // Damage in the block that cannot be healed stays as it is: only this slot changes.
+  (void)check_block(ino, ino);
   auto block = meta_.read(block_of(ino));
   if (!block) return fail(block.error());
   auto out = meta_.modify(block_of(ino));

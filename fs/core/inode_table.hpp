@@ -59,6 +59,10 @@ class InodeTable {
 
  private:
   uint64_t block_of(uint64_t ino) const { return start_ + (ino - 1) / kInodesPerBlock; }
+  // Every inode in use in `ino`'s table block but `except` decodes: checked once, and a block
+  // that fails is healed (MetaStore::read_checked) before it is changed, so that damage a
+  // neighbour's update would write home (parity and all) is repaired first.
+  Result<void> check_block(uint64_t ino, uint64_t except);
   static size_t offset_of(uint64_t ino) { return ((ino - 1) % kInodesPerBlock) * kInodeSize; }
 
   MetaStore& meta_;

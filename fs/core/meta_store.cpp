@@ -38,6 +38,9 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::read(uint64_t block) {
 
 Result<std::span<std::byte, kBlockSize>> MetaStore::read_checked(uint64_t block,
                                                                  const Volume::BlockCheck& good) {
+  if (auto it = cache_.find(block); it != cache_.end() && it->second.checked) {
+    return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);  // hot path
+  }
   auto image = read(block);
   if (!image) return image;
   Cached& cached = cache_.at(block);
@@ -58,8 +61,10 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::heal(uint64_t block,
     in_memory = in_memory || committing_.contains(block) || images_.contains(block);
   }
   if (in_memory) {
-    // Written by this program and not read back since: only a bug makes it wrong.
-    return fail(EUCLEAN, "metadata block {}: fails its check in memory", block);
+    // Changed since it was read (a transaction's, or a commit's not yet home): what was
+    // damaged in it can no longer be told from redundancy.
+    return fail(EUCLEAN, "metadata block {}: fails its check, and has changed since it was read",
+                block);
   }
   auto recovered = volume_.recover_block(block * kBlockSize, *image, good);
   if (!recovered) {
@@ -78,7 +83,6 @@ std::span<std::byte, kBlockSize> MetaStore::modify(uint64_t block) {
     return std::span<std::byte, kBlockSize>(scratch_.data(), kBlockSize);
   }
   dirty_[block] = true;
-  cache_.at(block).checked = false;
   return *image;
 }
 

@@ -45,8 +45,9 @@ class MetaStore {
   // The cached image of `block`, read from the volume on a miss (blocking). Nothing is
   // evicted except by trim(), so the span stays valid for the whole operation.
   Result<std::span<std::byte, kBlockSize>> read(uint64_t block);
-  // read(), and the image checked by `good` (once: until it is changed; for blocks that
-  // are always checked the same way). One that fails is healed (below).
+  // read(), and the image checked by `good` (once: for blocks that are always checked the
+  // same way; what this program writes into a block is right by construction). One that
+  // fails is healed (below).
   Result<std::span<std::byte, kBlockSize>> read_checked(uint64_t block,
                                                         const Volume::BlockCheck& good);
   // `block`'s cached image failed `good` as read from the volume: the contents are looked
@@ -97,7 +98,7 @@ class MetaStore {
  private:
   struct Cached {
     AlignedBuffer image;
-    bool checked = false;  // read_checked() passed it, and it has not changed since
+    bool checked = false;  // read_checked() passed it (or healed it)
   };
   Volume& volume_;
   Journal& journal_;

@@ -95,10 +95,10 @@ void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> 
   Inode* found = table_->find(job->ino);
   if (found == nullptr) return;  // never: inodes with writebacks stay cached
   Inode& inode = *found;
+  // In the same transaction as the extents that point at the blocks: a commit never holds
+  // one without the other.
+  if (result && sb_.has_checksums()) result = store_checksums(checksums);
   if (result) {
-    // In the same transaction as the extents that point at the blocks: a commit never
-    // holds one without the other.
-    if (auto r = store_checksums(checksums); !r) fail_filesystem(r.error());
     for (auto [first, end] : job->allocated) settle_extents(inode, first, end, true);
     for (auto [first, end] : job->converted) settle_extents(inode, first, end, true);
   } else {
@@ -106,6 +106,13 @@ void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> 
     fs_log().error("inode {}: writeback of [{}, {}) failed: {}", job->ino, job->begin,
                    job->end == UINT64_MAX ? inode.disk.size : job->end, result.error().message);
     fail_filesystem(result.error());
+    // Its new blocks go back; blocks it was to replace are the file's again (copy on write:
+    // they still hold what a read should find).
+    for (auto [first, end] : job->allocated) {
+      for (auto [physical, length] : inode.extents.abandon(first, end)) {
+        blocks_->unreserve(physical, length);
+      }
+    }
   }
   // The job's ranges are clean now: they leave the cache (the kernel caches clean pages).
   inode.cache.release_job(job->id, job->begin, job->end);

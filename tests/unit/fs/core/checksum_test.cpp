@@ -72,8 +72,7 @@ TEST(DataChecksums, AWrongDataChunkIsCaughtRecoveredAndRewritten) {
   EXPECT_EQ(t.volume->missing_members(), 0u);
 }
 
-// A read that does not start on a block boundary, and a write that fills its edge from the
-// volume (the blocking path), both check.
+// A write that fills the rest of its block from the volume (the blocking path) checks it.
 TEST(DataChecksums, EdgeFillsOfWritesAreCheckedToo) {
   MemoryFs t;
   const Written f = write_file(t, "f", kStripe, 12);
@@ -137,11 +136,18 @@ TEST(DataChecksums, ACrashBetweenAnOverwritesDataAndItsCommitLeavesTheOldData) {
 TEST(DataChecksums, OverwritesMoveAndTheOldBlocksAreFreed) {
   MemoryFs t;
   const Written f = write_file(t, "f", kStripe, 16);
+  const std::span<const std::byte> first_block(f.data.data(), kBlockSize);
+  const auto old_place = find_on_members(t, first_block);
+  ASSERT_TRUE(old_place);
   const uint64_t free_before = t.fs->statfs().blocks_free;
   const std::vector<std::byte> other = pattern(f.data.size(), 17);
   for (int round = 0; round < 3; ++round) {
     ASSERT_TRUE(t.write(f.ino, 0, other).has_value());
     ASSERT_TRUE(t.fs->sync().has_value());
+    // The overwrite went elsewhere: the old bytes are still where they were.
+    if (round == 0) {
+      EXPECT_EQ(find_on_members(t, first_block), old_place) << "overwritten in place";
+    }
   }
   t.remount();
   EXPECT_TRUE(t.read(f.ino, 0, other.size()) == other);

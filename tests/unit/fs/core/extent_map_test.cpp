@@ -128,6 +128,21 @@ TEST(ExtentMap, RemovingAReplacementGivesUpBothRuns) {
   EXPECT_EQ(map.on_disk(), (std::vector<Extent>{{0, 100, 4, false}}));
 }
 
+// A failed writeback: a hole's pending extent goes, a replacement gives the written blocks
+// back, and both new runs are returned to be unreserved.
+TEST(ExtentMap, AbandoningAFailedWritebackRestoresWhatWasOnDisk) {
+  ExtentMap map;
+  map.insert(Extent{0, 100, 10, false});
+  map.replace(2, 4, 500);
+  map.add(MemExtent{Extent{20, 600, 3, false}, true});
+  const auto reserved = map.abandon(0, 30);
+  EXPECT_EQ(reserved, (std::vector<std::pair<uint64_t, uint64_t>>{{500, 4}, {600, 3}}));
+  ASSERT_EQ(map.size(), 1u);
+  EXPECT_EQ(map.begin()->second.extent, (Extent{0, 100, 10, false})) << "merged back whole";
+  EXPECT_FALSE(map.begin()->second.pending);
+  EXPECT_EQ(map.readable_run(3).first, 103u);
+}
+
 TEST(ExtentMap, StartOfLastCountsExtentsBackFromTheStop) {
   ExtentMap map;
   for (uint64_t i = 0; i < 6; ++i) map.insert(Extent{i * 10, 1000 + i * 100, 5, false});
