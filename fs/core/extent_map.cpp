@@ -114,6 +114,21 @@ void ExtentMap::replace(uint64_t first, uint64_t count, uint64_t physical) {
   m.pending = true;
 }
 
+void ExtentMap::merge_around(uint64_t first, uint64_t end) {
+  auto it = map_.lower_bound(first);
+  if (it != map_.begin()) --it;
+  while (it != map_.end() && it->first <= end) {
+    auto next = std::next(it);
+    if (next == map_.end()) break;
+    if (mergeable(it->second, next->second)) {
+      it->second.extent.length += next->second.extent.length;
+      map_.erase(next);
+    } else {
+      it = next;
+    }
+  }
+}
+
 Settled ExtentMap::settle(uint64_t first, uint64_t end, bool written) {
   split_at(first);
   split_at(end);
@@ -128,19 +143,7 @@ Settled ExtentMap::settle(uint64_t first, uint64_t end, bool written) {
     }
     if (written) m.extent.unwritten = false;
   }
-  // Merge neighbours back together.
-  auto it = map_.lower_bound(first);
-  if (it != map_.begin()) --it;
-  while (it != map_.end() && it->first <= end) {
-    auto next = std::next(it);
-    if (next == map_.end()) break;
-    if (mergeable(it->second, next->second)) {
-      it->second.extent.length += next->second.extent.length;
-      map_.erase(next);
-    } else {
-      it = next;
-    }
-  }
+  merge_around(first, end);
   return settled;
 }
 
@@ -164,19 +167,7 @@ std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::abandon(uint64_t first, ui
     m.pending = false;
     ++it;
   }
-  // Merge neighbours back together.
-  auto it = map_.lower_bound(first);
-  if (it != map_.begin()) --it;
-  while (it != map_.end() && it->first <= end) {
-    auto next = std::next(it);
-    if (next == map_.end()) break;
-    if (mergeable(it->second, next->second)) {
-      it->second.extent.length += next->second.extent.length;
-      map_.erase(next);
-    } else {
-      it = next;
-    }
-  }
+  merge_around(first, end);
   return reserved;
 }
 

@@ -113,6 +113,8 @@ class ExtentMap {
   Map::const_iterator end() const { return map_.end(); }
 
  private:
+  // Merges neighbours that became contiguous in [first, end] and around it.
+  void merge_around(uint64_t first, uint64_t end);
   Map map_;
 };
 

@@ -39,7 +39,8 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   const WritebackSpace space{[this](uint64_t want, uint64_t goal, uint64_t align) {
                                return blocks_->reserve(want, goal, align);
                              },
-                             sb_.stripe_blocks, step_blocks(), sb_.has_checksums()};
+                             sb_.stripe_blocks, step_blocks(), sb_.has_checksums(),
+                             std::max<uint64_t>(1, journal_->capacity_blocks() / 8)};
   WritebackPlan plan = plan_writeback(next_job_++, inode.ino, offset, end, inode.cache,
                                       inode.extents, inode.inflight, inode.delalloc, space);
   delalloc_reserved_ -= plan.promised_released;

@@ -14,11 +14,18 @@ WritebackPlan plan_writeback(uint64_t id, uint64_t ino, uint64_t offset, uint64_
   job->begin = offset;
   job->end = end;
   const uint64_t stripe = space.stripe_blocks;
+  uint64_t replaced = 0;  // runs of written blocks this job replaces (copy on write)
   job->bytes = cache.freeze(offset, end, id, [&](uint64_t start, const CachedRange& r) {
     const uint64_t first = start / kBlockSize;
     const uint64_t stop = (start + r.length) / kBlockSize;
     if (inflight.overlaps(first, stop)) {
       plan.deferred = true;  // goes when the job writing these blocks is done
+      return FileCache::Freeze::skip;
+    }
+    if (replaced >= space.max_replaced) {
+      // Enough replaced runs for one transaction's frees (each may dirty a bitmap block of
+      // its own when the job completes): the rest goes with the next job.
+      plan.deferred = true;
       return FileCache::Freeze::skip;
     }
     for (uint64_t b = first; b < stop;) {
@@ -57,6 +64,7 @@ WritebackPlan plan_writeback(uint64_t id, uint64_t ino, uint64_t offset, uint64_
         volume_block = got->first;
         if (here.extent != nullptr) {
           extents.replace(b, run, got->first);
+          ++replaced;
         } else {
           extents.add(MemExtent{Extent{b, got->first, static_cast<uint32_t>(run), false}, true});
         }

@@ -53,6 +53,9 @@ struct WritebackSpace {
   uint64_t stripe_blocks = 1;     // the volume's stripe, in blocks
   uint64_t max_run = UINT64_MAX;  // the most blocks one allocation may take
   bool copy_on_write = false;     // written blocks get new ones (the old are freed at settle)
+  // Once a job replaces this many runs, further ranges wait for the next job: the frees at
+  // its completion must fit one transaction (as free_range_in_steps' steps do).
+  uint64_t max_replaced = UINT64_MAX;
 };
 
 struct WritebackPlan {

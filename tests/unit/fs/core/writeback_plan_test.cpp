@@ -138,5 +138,50 @@ TEST(WritebackPlan, AnAllocationThatFailsIsReported) {
   EXPECT_FALSE(plan.job) << "nothing to write";
 }
 
+// Copy on write: dirty data over written blocks gets new blocks, pending and replacing the
+// old; an unwritten extent is written in place.
+TEST(WritebackPlan, CopyOnWriteGivesWrittenBlocksNewOnes) {
+  File f;
+  f.extents.insert(Extent{0, 500, 8, false});
+  f.extents.insert(Extent{8, 700, 4, true});
+  f.write(2, 8);  // over blocks 2..7 (written) and 8..9 (unwritten)
+  FakeSpace space;
+  for (uint64_t b = 500; b < 508; ++b) space.used.insert(b);  // the file's blocks
+  for (uint64_t b = 700; b < 704; ++b) space.used.insert(b);
+  WritebackSpace cow = space.space();
+  cow.copy_on_write = true;
+  WritebackPlan plan =
+      plan_writeback(9, 77, 0, UINT64_MAX, f.cache, f.extents, f.inflight, f.delalloc, cow);
+  ASSERT_TRUE(plan.job);
+  EXPECT_EQ(plan.job->allocated, (std::vector<std::pair<uint64_t, uint64_t>>{{2, 8}}));
+  EXPECT_EQ(plan.job->converted, (std::vector<std::pair<uint64_t, uint64_t>>{{8, 10}}));
+  const ExtentMap::At at = f.extents.at(2);
+  ASSERT_NE(at.extent, nullptr);
+  EXPECT_TRUE(at.extent->pending);
+  EXPECT_EQ(at.extent->replaces, 502u);
+  EXPECT_NE(f.extents.map(2), 502u) << "written in place";
+  EXPECT_EQ(f.extents.map(8), 700u) << "an unwritten block moved";
+  EXPECT_EQ(f.extents.on_disk(), (std::vector<Extent>{{0, 500, 8, false}, {8, 700, 4, true}}))
+      << "commits keep the old blocks meanwhile";
+}
+
+// A job stops taking ranges once it replaces max_replaced runs: the frees its completion
+// makes must fit one transaction. The rest waits (deferred) for the next job.
+TEST(WritebackPlan, CopyOnWriteReplacesAtMostMaxReplacedRunsPerJob) {
+  File f;
+  for (uint64_t e = 0; e < 4; ++e) f.extents.insert(Extent{e * 10, 500 + e * 100, 4, false});
+  for (uint64_t e = 0; e < 4; ++e) f.write(e * 10, 2);  // four ranges, four separate runs
+  FakeSpace space;
+  WritebackSpace cow = space.space();
+  cow.copy_on_write = true;
+  cow.max_replaced = 2;
+  WritebackPlan plan =
+      plan_writeback(9, 77, 0, UINT64_MAX, f.cache, f.extents, f.inflight, f.delalloc, cow);
+  ASSERT_TRUE(plan.job);
+  EXPECT_EQ(plan.job->allocated.size(), 2u);
+  EXPECT_TRUE(plan.deferred);
+  EXPECT_EQ(f.cache.dirty_bytes(), 4 * kB) << "two ranges left dirty for the next job";
+}
+
 }  // namespace
 }  // namespace stripefs::fs
