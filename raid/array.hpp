@@ -117,8 +117,9 @@ struct RebuildProgress {
 struct ScrubProgress {
   bool running = false;
   bool repair = false;
-  uint64_t done = 0;   // stripes checked
-  uint64_t total = 0;  // stripes of the array
+  uint64_t done = 0;       // stripes checked
+  uint64_t total = 0;      // stripes of the array
+  bool checksums = false;  // data blocks were checked against the layer above's checksums
   Volume::ScrubCounts counts;
   double seconds = 0;    // spent so far (or in all, once ended)
   bool stopped = false;  // ended early on request or by a close
@@ -246,6 +247,10 @@ class Array {
   ScrubProgress scrub_progress() const;
   // Waits for the running scrub, if any, to end. Blocking.
   ScrubProgress wait_scrub();
+  // What scrubs check data blocks against from now on (the filesystem's checksums), or
+  // nullptr: nothing but redundancy. A running scrub is stopped first; `checker` must stay
+  // until it is replaced.
+  void set_scrub_checker(ScrubChecker* checker);
   // Queues again the roles whose rebuild stopped short (a read error on a source, say) and
   // returns them; empty when every role being rebuilt is queued already.
   std::vector<unsigned> resume_rebuilds();
@@ -394,8 +399,9 @@ class Array {
   std::thread rebuild_thread_;
   // The scrub (array_scrub.cpp): its own thread, paced as the rebuild is. scrub_mutex_ is
   // taken before rebuild_mutex_ and resync_mutex_, never after.
-  void scrub_loop(bool repair);
+  void scrub_loop(bool repair, ScrubChecker* checker);
   mutable std::mutex scrub_mutex_;
+  ScrubChecker* scrub_checker_ = nullptr;  // under scrub_mutex_
   std::condition_variable scrub_cv_;
   ScrubProgress scrub_;
   std::atomic<bool> scrub_stopping_{false};  // set under scrub_mutex_; read by pace() too

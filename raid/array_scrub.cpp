@@ -28,22 +28,25 @@ Result<void> Array::start_scrub(bool repair) {
   scrub_ = ScrubProgress{};
   scrub_.running = true;
   scrub_.repair = repair;
+  scrub_.checksums = scrub_checker_ != nullptr;
   scrub_.total = volume_->geometry().stripes();
   scrub_stopping_ = false;
   raid_log().info("array {}: scrub started{}", format_uuid(superblock().array_uuid),
                   repair ? " (repairing)" : "");
-  scrub_thread_ = std::thread([this, repair] { scrub_loop(repair); });
+  scrub_thread_ =
+      std::thread([this, repair, checker = scrub_checker_] { scrub_loop(repair, checker); });
   return {};
 }
 
-void Array::scrub_loop(bool repair) {
+void Array::scrub_loop(bool repair, ScrubChecker* checker) {
   const Geometry& g = volume_->geometry();
   const uint64_t stripes = g.stripes();
   const auto started = std::chrono::steady_clock::now();
   Pacing pacing = start_pacing();
   Result<void> status;
   bool stopped = false;
-  for (uint64_t stripe = 0; stripe < stripes;) {
+  if (checker != nullptr) status = checker->begin(scrub_stopping_);
+  for (uint64_t stripe = 0; stripe < stripes && status;) {
     stopped = scrub_stopping_.load();
     {
       std::lock_guard lock(rebuild_mutex_);
@@ -53,18 +56,22 @@ void Array::scrub_loop(bool repair) {
     const uint64_t count =
         std::min(std::max<uint64_t>(1, step_bytes() / g.chunk_size()), stripes - stripe);
     Volume::ScrubCounts found;
-    status = volume_->scrub_stripes(stripe, count, repair, found);
+    std::unique_ptr<ScrubBatch> batch;
+    if (checker != nullptr) {
+      auto made =
+          checker->batch(stripe * g.stripe_data_size(), (stripe + count) * g.stripe_data_size());
+      if (made) {
+        batch = std::move(*made);
+      } else {
+        status = fail(made.error().code, "checksums of volume bytes from {}: {}",
+                      stripe * g.stripe_data_size(), made.error().message);
+      }
+    }
+    if (status) status = volume_->scrub_stripes(stripe, count, repair, found, batch.get());
+    batch.reset();  // the filesystem may reuse the blocks again
     {
       std::lock_guard lock(scrub_mutex_);
-      scrub_.counts.stripes += found.stripes;
-      scrub_.counts.mismatched += found.mismatched;
-      scrub_.counts.repaired += found.repaired;
-      scrub_.counts.unrepairable += found.unrepairable;
-      scrub_.counts.bad_chunks.resize(
-          std::max(scrub_.counts.bad_chunks.size(), found.bad_chunks.size()));
-      for (size_t m = 0; m < found.bad_chunks.size(); ++m) {
-        scrub_.counts.bad_chunks[m] += found.bad_chunks[m];
-      }
+      scrub_.counts.add(found);
       scrub_.done = stripe + found.stripes;
       scrub_.seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -73,6 +80,7 @@ void Array::scrub_loop(bool repair) {
     stripe += count;
     pace(pacing, count * g.chunk_size(), &scrub_stopping_);
   }
+  if (checker != nullptr) checker->end();
   ScrubProgress ended;
   {
     std::lock_guard lock(scrub_mutex_);
@@ -85,8 +93,11 @@ void Array::scrub_loop(bool repair) {
   scrub_cv_.notify_all();
   const std::string array = format_uuid(superblock().array_uuid);
   const std::string summary = fmt::format(
-      "{} of {} stripes checked, {} inconsistent, {} repaired, {} unrepairable", ended.done,
-      ended.total, ended.counts.mismatched, ended.counts.repaired, ended.counts.unrepairable);
+      "{} of {} stripes checked, {} inconsistent ({} data and {} parity chunks bad), {} "
+      "repaired, {} unrepairable; {} blocks checked against checksums, {} failed",
+      ended.done, ended.total, ended.counts.mismatched, ended.counts.bad_data,
+      ended.counts.bad_parity, ended.counts.repaired, ended.counts.unrepairable,
+      ended.counts.verified_blocks, ended.counts.checksum_failures);
   if (!status) {
     raid_log().error("array {}: scrub failed: {}; {}", array, status.error().message, summary);
   } else {
@@ -114,6 +125,14 @@ void Array::stop_scrub() {
   } else {
     wait_scrub();  // another caller is joining it
   }
+}
+
+void Array::set_scrub_checker(ScrubChecker* checker) {
+  {
+    std::lock_guard lock(scrub_mutex_);
+    scrub_checker_ = checker;
+  }
+  stop_scrub();  // one started before has the old checker
 }
 
 ScrubProgress Array::scrub_progress() const {

@@ -52,6 +52,7 @@
 #include "raid/member.hpp"
 #include "raid/member_set.hpp"
 #include "raid/result.hpp"
+#include "raid/scrub_check.hpp"
 #include "raid/stripe_io.hpp"
 #include "raid/stripe_locks.hpp"
 #include "raid/stripe_log.hpp"
@@ -187,20 +188,31 @@ class Volume {
   }
 
   // Scrub (md's check and repair, without its guess): reads stripes [first, first+count)
-  // from every member, each under its lock, and checks each stripe's redundancy. A stripe
-  // that disagrees has its bad chunk named when the level can tell (Level::locate: RAID6,
-  // mirrors of three copies or more), logged with its member and offset, and with `repair`
-  // rewritten from the others. One whose bad chunk cannot be named (RAID5, two copies) is
-  // counted unrepairable and left as it is: nothing is rewritten on a guess. Needs every
-  // member. Blocking; adds to `counts`.
+  // from every member, each under its lock, and checks each stripe's redundancy and, given
+  // `check`, every data block (every copy on a mirror) against what it should hold. A
+  // stripe that disagrees or holds a block that fails its check is looked at a block-sized
+  // row at a time: the fewest chunks that, left out and rebuilt from the others, give a row
+  // that agrees with itself and passes every check are the bad ones (RAID6's syndromes,
+  // the odd copy out of three, or with checksums the chunk that fails or P when all the
+  // data passes). Bad chunks are logged with member and offset and, with `repair`,
+  // rewritten. A row where nothing fits, or two different answers fit equally well (RAID5
+  // or two copies without a checksum to tell), is counted unrepairable and left as it is:
+  // nothing is rewritten on a guess, and parity is never made to match data that fails its
+  // checksum. Needs every member. Blocking; adds to `counts`.
   struct ScrubCounts {
     uint64_t stripes = 0;              // checked
-    uint64_t mismatched = 0;           // whose redundancy disagreed
-    uint64_t repaired = 0;             // whose named bad chunk was rewritten
-    uint64_t unrepairable = 0;         // no chunk could be named
+    uint64_t mismatched = 0;           // whose redundancy disagreed, or a block failed its check
+    uint64_t repaired = 0;             // whose bad chunks were named and rewritten
+    uint64_t unrepairable = 0;         // with a row in which nothing could be named
+    uint64_t bad_data = 0;             // data chunks (mirror copies) named bad
+    uint64_t bad_parity = 0;           // P and Q chunks named bad
+    uint64_t verified_blocks = 0;      // data blocks with a check, checked
+    uint64_t checksum_failures = 0;    // ... that failed it as read
     std::vector<uint64_t> bad_chunks;  // per member: chunks named bad
+    void add(const ScrubCounts& more);
   };
-  Result<void> scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts);
+  Result<void> scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
+                             const ScrubBatch* check = nullptr);
 
   // Checksum recovery (volume_recover.cpp): bytes [offset, offset + data.size()) of the
   // volume, within one chunk, read without error but failed the caller's check (`good`, a

@@ -1,8 +1,16 @@
-// Scrub: every stripe's redundancy checked under its lock, beside user I/O, and a bad chunk
-// rewritten only when the level can name it (Level::locate). Resync (volume_repair.cpp)
-// trusts the data and rewrites parity; a scrub never does, since on RAID5 that would turn
-// good parity into a copy of bad data.
+// Scrub: every stripe's redundancy checked under its lock, beside user I/O, and bad chunks
+// rewritten only when they can be named. Resync (volume_repair.cpp) trusts the data and
+// rewrites parity; a scrub never does, since on RAID5 that would turn good parity into a
+// copy of bad data.
+//
+// Naming works a block-sized row at a time, by one rule for every level: the fewest chunks
+// that, left out and rebuilt from the others, give a row that agrees with itself and whose
+// data passes its checks (ScrubBatch). Without checks this is RAID6's syndrome decoding and
+// the odd copy out of three; with them it also names the bad data chunk of a RAID5 stripe or
+// of two copies, P when all the data passes, and a data chunk and P bad together on RAID6.
+// Two different answers that fit equally well name nothing.
 #include <algorithm>
+#include <cstring>
 
 #include "raid/aligned_buffer.hpp"
 #include "raid/log.hpp"
@@ -10,15 +18,186 @@
 
 namespace stripefs {
 
-Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair,
-                                   ScrubCounts& counts) {
+namespace {
+
+constexpr uint64_t kRowBytes = 4096;  // rows are named bad one by one (a filesystem block)
+
+// Every way of choosing `k` of `n` slots (in increasing order): calls f(chosen).
+template <class F>
+void for_each_choice(unsigned n, unsigned k, F&& f, std::vector<unsigned>& chosen,
+                     unsigned start = 0) {
+  if (chosen.size() == k) {
+    f(chosen);
+    return;
+  }
+  for (unsigned x = start; x < n; ++x) {
+    chosen.push_back(x);
+    for_each_choice(n, k, f, chosen, x + 1);
+    chosen.pop_back();
+  }
+}
+
+// What the scrub of one stripe found.
+struct Findings {
+  bool mismatched = false;         // redundancy disagreed, or a block failed its check
+  uint64_t unresolved_rows = 0;    // rows in which nothing could be named
+  uint64_t first_unresolved = 0;   // ... the first one's index
+  std::vector<uint64_t> bad_rows;  // per slot: rows named bad (fixed in the slot's buffer)
+  uint64_t verified = 0, failed = 0;
+};
+
+// Judges a stripe read into `slots` (chunk bytes each): names bad rows and puts what they
+// should hold in their place.
+class StripeJudge {
+ public:
+  StripeJudge(const Level& level, const Geometry& g, const ScrubBatch* check, uint64_t row,
+              std::span<std::byte> scratch)
+      : level_(level), g_(g), check_(check), row_(row), scratch_(scratch) {}
+
+  Findings judge(uint64_t stripe, std::span<std::byte* const> slots) {
+    const auto n = static_cast<unsigned>(slots.size());
+    const uint64_t chunk = g_.chunk_size(), rows = chunk / row_;
+    Findings f;
+    f.bad_rows.assign(n, 0);
+    std::vector<bool> row_fails(rows, false);
+    if (check_ != nullptr) {
+      for (unsigned i = 0; i < n; ++i) {
+        if (!holds_data(i)) continue;
+        for (uint64_t r = 0; r < rows; ++r) {
+          const ScrubBatch::Verdict v = verdict(stripe, i, r, slots[i] + r * row_);
+          if (v == ScrubBatch::Verdict::unknown) continue;
+          ++f.verified;
+          if (v == ScrubBatch::Verdict::bad) {
+            ++f.failed;
+            row_fails[r] = true;
+          }
+        }
+      }
+    }
+    if (f.failed == 0 &&
+        level_.locate(slots, scratch_, chunk).kind == parity::Located::Kind::consistent) {
+      return f;
+    }
+    f.mismatched = true;
+    std::vector<std::byte*> row_slots(n);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (unsigned i = 0; i < n; ++i) row_slots[i] = slots[i] + r * row_;
+      if (!row_fails[r] &&
+          level_.locate(row_slots, scratch_, row_).kind == parity::Located::Kind::consistent) {
+        continue;
+      }
+      if (!name_bad(stripe, r, row_slots)) {
+        if (f.unresolved_rows++ == 0) f.first_unresolved = r;
+        continue;
+      }
+      for (unsigned i = 0; i < n; ++i) {
+        const std::byte* should = work_.data() + i * row_;
+        if (std::memcmp(row_slots[i], should, row_) == 0) continue;
+        ++f.bad_rows[i];
+        std::memcpy(row_slots[i], should, row_);
+      }
+    }
+    return f;
+  }
+
+  bool holds_data(unsigned slot) const { return !g_.has_parity() || slot < g_.data_chunks(); }
+  // The volume byte slot `slot`'s row `r` of `stripe` holds (a data slot).
+  uint64_t volume_offset(uint64_t stripe, unsigned slot, uint64_t r) const {
+    const uint64_t chunk_index = g_.has_parity() ? slot : 0;
+    return stripe * g_.stripe_data_size() + chunk_index * g_.chunk_size() + r * row_;
+  }
+
+ private:
+  ScrubBatch::Verdict verdict(uint64_t stripe, unsigned slot, uint64_t r,
+                              const std::byte* bytes) const {
+    return check_->check(volume_offset(stripe, slot, r), {bytes, row_});
+  }
+
+  // Whether the row agrees with itself and none of its data fails its check.
+  bool passes(uint64_t stripe, uint64_t r, std::span<std::byte* const> row_slots) const {
+    if (level_.locate(row_slots, scratch_, row_).kind != parity::Located::Kind::consistent) {
+      return false;
+    }
+    if (check_ == nullptr) return true;
+    for (unsigned i = 0; i < row_slots.size(); ++i) {
+      if (holds_data(i) && verdict(stripe, i, r, row_slots[i]) == ScrubBatch::Verdict::bad) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The row as it should be, into work_: the one answer found by leaving out the fewest
+  // slots. False when none fits or two differ.
+  bool name_bad(uint64_t stripe, uint64_t r, std::span<std::byte* const> row_slots) {
+    const auto n = static_cast<unsigned>(row_slots.size());
+    const unsigned most = g_.has_parity() ? g_.parity_chunks() : n - 1;
+    if (work_.size() < n * row_) {
+      work_ = AlignedBuffer(n * row_);
+      trial_ = AlignedBuffer(n * row_);
+    }
+    std::vector<std::byte*> trial_slots(n);
+    for (unsigned i = 0; i < n; ++i) trial_slots[i] = trial_.data() + i * row_;
+    bool found = false, ambiguous = false;
+    for (unsigned k = 1; k <= most && !found; ++k) {
+      std::vector<unsigned> chosen;
+      for_each_choice(
+          n, k,
+          [&](const std::vector<unsigned>& missing) {
+            if (ambiguous) return;
+            for (unsigned i = 0; i < n; ++i) std::memcpy(trial_slots[i], row_slots[i], row_);
+            if (!level_.rebuild(trial_slots, missing, row_) || !passes(stripe, r, trial_slots))
+              return;
+            if (!found) {
+              std::memcpy(work_.data(), trial_.data(), n * row_);
+              found = true;
+            } else if (std::memcmp(work_.data(), trial_.data(), n * row_) != 0) {
+              ambiguous = true;
+            }
+          },
+          chosen);
+    }
+    return found && !ambiguous;
+  }
+
+  const Level& level_;
+  const Geometry& g_;
+  const ScrubBatch* check_;
+  const uint64_t row_;
+  std::span<std::byte> scratch_;  // two chunks
+  AlignedBuffer work_, trial_;    // one row of every slot
+};
+
+}  // namespace
+
+void Volume::ScrubCounts::add(const ScrubCounts& more) {
+  stripes += more.stripes;
+  mismatched += more.mismatched;
+  repaired += more.repaired;
+  unrepairable += more.unrepairable;
+  bad_data += more.bad_data;
+  bad_parity += more.bad_parity;
+  verified_blocks += more.verified_blocks;
+  checksum_failures += more.checksum_failures;
+  bad_chunks.resize(std::max(bad_chunks.size(), more.bad_chunks.size()));
+  for (size_t m = 0; m < more.bad_chunks.size(); ++m) bad_chunks[m] += more.bad_chunks[m];
+}
+
+Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
+                                   const ScrubBatch* check) {
   if (missing_members() > 0) {
     return fail(EAGAIN, "a scrub needs every member; {} missing", missing_members());
   }
   const uint64_t chunk = geometry_.chunk_size();
   const unsigned width = geometry_.members();
+  const uint64_t row = check != nullptr ? check->block_size() : kRowBytes;
+  if (row == 0 || chunk % row != 0 || row % sector_ != 0) {
+    return fail(EINVAL, "scrub: checks of {} bytes do not divide {}-byte chunks into sectors", row,
+                chunk);
+  }
   counts.bad_chunks.resize(width, 0);
   AlignedBuffer rows(uint64_t{width} * chunk), scratch(2 * chunk);
+  StripeJudge judge(*level_, geometry_, check, row, scratch.span());
   const uint64_t last = std::min(first + count, geometry_.stripes());
   for (uint64_t stripe = first; stripe < last; ++stripe) {
     const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
@@ -34,38 +213,53 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair,
     }
     for (size_t i = 0; i < where.size() && status; ++i) {
       slots.push_back(rows.data() + i * chunk);
+      VolumeCounters::add(stats_.member_read_ios, 1);
       status = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
                            {slots.back(), chunk});
     }
-    parity::Located found;
-    if (status) found = level_->locate(slots, scratch.span(), chunk);
-    if (status && found.kind == parity::Located::Kind::one && repair) {
-      const unsigned missing[] = {found.index};
-      status = level_->rebuild(slots, missing, chunk);
-      const ChunkLocation& bad = where[found.index];
-      if (status) {
-        status = member_write(*members_[bad.member], data_offset_ + bad.member_offset,
-                              {slots[found.index], chunk});
-      }
+    Findings found;
+    if (status) found = judge.judge(stripe, slots);
+    bool rewritten = false;
+    for (size_t i = 0; i < found.bad_rows.size() && status && repair; ++i) {
+      if (found.bad_rows[i] == 0) continue;
+      VolumeCounters::add(stats_.member_write_ios, 1);
+      status = member_write(*members_[where[i].member], data_offset_ + where[i].member_offset,
+                            {slots[i], chunk});
+      rewritten = true;
     }
     locks_.release(stripe);
     if (!status)
       return fail(status.error().code, "scrub, stripe {}: {}", stripe, status.error().message);
     ++counts.stripes;
-    if (found.kind == parity::Located::Kind::consistent) continue;
+    counts.verified_blocks += found.verified;
+    counts.checksum_failures += found.failed;
+    if (!found.mismatched) continue;
     ++counts.mismatched;
-    if (found.kind == parity::Located::Kind::unknown) {
+    if (rewritten) ++counts.repaired;
+    for (size_t i = 0; i < found.bad_rows.size(); ++i) {
+      if (found.bad_rows[i] == 0) continue;
+      const ChunkLocation& bad = where[i];
+      Member& device = *members_[bad.member];
+      uint64_t errors = 0;
+      for (uint64_t e = 0; e < found.bad_rows[i]; ++e) errors = device.count_checksum_error();
+      ++counts.bad_chunks[bad.member];
+      const bool data = judge.holds_data(static_cast<unsigned>(i));
+      ++(data ? counts.bad_data : counts.bad_parity);
+      raid_log().warn(
+          "scrub: stripe {}: member {} ({}), data-area byte {}: {} block(s) of its {} chunk "
+          "wrong{} ({} checksum errors on the device)",
+          stripe, bad.member, device.name(), bad.member_offset, found.bad_rows[i],
+          data ? "data" : (i == geometry_.data_chunks() ? "P" : "Q"),
+          repair ? "; rewritten from the others" : "", errors);
+    }
+    if (found.unresolved_rows > 0) {
       ++counts.unrepairable;
       raid_log().error(
-          "scrub: stripe {} is inconsistent and no chunk can be named bad; left as it is", stripe);
-      continue;
+          "scrub: stripe {}: {} block row(s) from volume byte {} on are inconsistent{} and no "
+          "chunk can be named bad; left as they are",
+          stripe, found.unresolved_rows, judge.volume_offset(stripe, 0, found.first_unresolved),
+          found.failed > 0 ? " or fail their checksums" : "");
     }
-    const ChunkLocation& bad = where[found.index];
-    ++counts.bad_chunks[bad.member];
-    if (repair) ++counts.repaired;
-    raid_log().warn("scrub: stripe {}: member {} ({}), data-area byte {}, is wrong{}", stripe,
-                    bad.member, members_[bad.member]->name(), bad.member_offset,
-                    repair ? "; rewritten from the others" : "");
   }
   return {};
 }

@@ -57,6 +57,13 @@ uint64_t BitmapAllocator::run_at(uint64_t first, uint64_t want) const {
 
 Result<std::pair<uint64_t, uint64_t>> BitmapAllocator::reserve(uint64_t want, uint64_t goal,
                                                                uint64_t align) {
+  auto run = find_run(want, goal, align);
+  if (run && watch_ != nullptr) watch_->add(run->first, run->first + run->second);
+  return run;
+}
+
+Result<std::pair<uint64_t, uint64_t>> BitmapAllocator::find_run(uint64_t want, uint64_t goal,
+                                                                uint64_t align) {
   if (free_ == 0) return fail(ENOSPC, "no free space");
   want = std::max<uint64_t>(want, 1);
   align = std::max<uint64_t>(align, 1);
@@ -126,6 +133,7 @@ void BitmapAllocator::unreserve(uint64_t first, uint64_t count) {
 }
 
 void BitmapAllocator::release(MetaStore& meta, uint64_t first, uint64_t count) {
+  if (watch_ != nullptr) watch_->add(first, first + count);
   set_disk(meta, first, count, false);
   deferred_.push_back({meta.running(), first, count});
   deferred_total_ += count;

@@ -12,6 +12,7 @@
 #include <deque>
 #include <vector>
 #include "fs/core/format.hpp"
+#include "fs/core/interval_set.hpp"
 #include "fs/core/meta_store.hpp"
 
 namespace stripefs::fs {
@@ -32,6 +33,10 @@ class BitmapAllocator {
   // A checkpoint covered transactions up to `transaction`.
   void checkpointed(uint64_t transaction);
 
+  // While `sink` is set, every run reserved or released is added to it: a scrub learns
+  // which blocks may hold other contents than when it looked. nullptr stops it.
+  void watch(IntervalSet* sink) { watch_ = sink; }
+
   uint64_t free_count() const { return free_; }
   // Freed, but reusable only after the next checkpoint (free space all the same for statfs).
   uint64_t deferred_count() const { return deferred_total_; }
@@ -42,6 +47,7 @@ class BitmapAllocator {
   bool test(uint64_t item) const { return (words_[item / 64] >> (item % 64)) & 1; }
   void set_range(uint64_t first, uint64_t count, bool value);
   uint64_t run_at(uint64_t first, uint64_t want) const;  // free items from `first`, capped
+  Result<std::pair<uint64_t, uint64_t>> find_run(uint64_t want, uint64_t goal, uint64_t align);
   void set_disk(MetaStore& meta, uint64_t first, uint64_t count, bool value);
 
   uint64_t start_, blocks_, count_;
@@ -53,6 +59,7 @@ class BitmapAllocator {
   };
   std::deque<Deferred> deferred_;
   uint64_t deferred_total_ = 0;
+  IntervalSet* watch_ = nullptr;
 };
 
 }  // namespace stripefs::fs

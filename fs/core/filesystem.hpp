@@ -66,6 +66,7 @@
 #include "fs/core/writeback_plan.hpp"
 #include "journal/journal.hpp"
 #include "raid/aligned_buffer.hpp"
+#include "raid/scrub_check.hpp"
 #include "raid/volume.hpp"
 
 namespace stripefs::fs {
@@ -211,7 +212,16 @@ class Filesystem {
 
   FsStatfs statfs();
 
+  // ---- scrub (scrub_checks.cpp) ----
+  // What the array's scrub checks file data against (Array::set_scrub_checker): every
+  // block of a regular file's written extents against its checksum; nullptr on a filesystem
+  // that keeps none. It must leave the array before the filesystem is unmounted.
+  std::unique_ptr<ScrubChecker> scrub_checker();
+
  private:
+  friend class DataScrubChecker;
+  friend class ChecksumBatch;
+
   using Lock = std::unique_lock<std::mutex>;
 
   Filesystem(Volume& volume, FsOptions options, FsSuperblock sb);

@@ -183,6 +183,13 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   auto array_control = std::make_unique<fs::ArrayControl>(array_ref, **devices, absolute_mountpoint,
                                                           config.event_program);
   fs::ArrayControl& array_control_ref = *array_control;
+  // Scrubs check file data against its checksums while the filesystem is there.
+  std::unique_ptr<ScrubChecker> scrub_checker = fs_ref.scrub_checker();
+  array_ref.set_scrub_checker(scrub_checker.get());
+  const auto stop_checking = [&] {
+    array_ref.set_scrub_checker(nullptr);
+    scrub_checker.reset();
+  };
   auto control = fs::ControlServer::start(
       fs::control_socket_path(fs_ref.superblock().uuid),
       [&](const nlohmann::json& request) -> nlohmann::json {
@@ -198,6 +205,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
       });
   if (!control) {
     array_control.reset();
+    stop_checking();
     (void)fs_ref.unmount();
     return launch.report(control.error().message), fail_line(control.error().message);
   }
@@ -249,6 +257,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   session.reset();
   control->reset();
   array_control.reset();  // no event handled, no spare used, from here on
+  stop_checking();
   // Everything reaches the members, and the array is recorded clean.
   int status = loop_status >= 0 ? 0 : 1;
   if (auto r = (*filesystem)->unmount(); !r) {

@@ -113,7 +113,8 @@ std::string task_line(const json& task) {
 }
 
 // "scrub: finished 2026-12-02T16:40:01Z after 12 s: 24 of 24 stripes checked, 1 inconsistent,
-// 1 repaired, 0 unrepairable", then a line per member with chunks named bad.
+// 1 repaired, 0 unrepairable", what was found bad and what checksums said, then a line per
+// member with chunks named bad.
 void print_scrub(const json& scrub, const char* indent) {
   if (scrub.is_null()) {
     std::printf("%sscrub: none has run since the mount\n", indent);
@@ -136,6 +137,16 @@ void print_scrub(const json& scrub, const char* indent) {
       indent, when.c_str(), scrub["done"].get<unsigned long long>(),
       scrub["total"].get<unsigned long long>(), scrub["mismatched"].get<unsigned long long>(),
       scrub["repaired"].get<unsigned long long>(), scrub["unrepairable"].get<unsigned long long>());
+  std::printf("%s  bad chunks: %llu data, %llu parity; ", indent,
+              scrub["bad_data"].get<unsigned long long>(),
+              scrub["bad_parity"].get<unsigned long long>());
+  if (scrub["checksums"].get<bool>()) {
+    std::printf("%llu blocks checked against their checksums, %llu failed\n",
+                scrub["verified_blocks"].get<unsigned long long>(),
+                scrub["checksum_failures"].get<unsigned long long>());
+  } else {
+    std::printf("no checksums (redundancy only)\n");
+  }
   if (scrub["error"].is_string()) {
     std::printf("%s  error: %s\n", indent, scrub["error"].get<std::string>().c_str());
   }

@@ -185,6 +185,51 @@ TEST_P(ChecksumAtLevel, AWrongBlockFoundWhileMountedReadsRightOnceTheCachesAreDr
   EXPECT_TRUE(holds_block(p));
 }
 
+// The scrub names each wrong block by its checksum, at every level (RAID5 and two copies
+// included, where redundancy alone cannot tell which chunk is wrong), and repairs it; a
+// second scrub is clean and the members hold the right bytes again.
+TEST_P(ChecksumAtLevel, AScrubNamesAWrongBlockOnEachMemberByItsChecksumAndRepairsIt) {
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  const std::vector<Place> chosen = one_per_member();
+  ASSERT_EQ(chosen.size(), fs_.members().size()) << "some member holds no block of the file";
+  for (const Place& p : chosen) ASSERT_NO_FATAL_FAILURE(corrupt(p));
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+
+  const Ctl run = ctl("scrub start --repair --wait");
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_NE(run.out.find("checked against their checksums"), std::string::npos) << run.out;
+  const nlohmann::json scrub = status()["scrub"];
+  ASSERT_TRUE(scrub.is_object()) << status().dump(2);
+  EXPECT_EQ(scrub["checksums"], true);
+  EXPECT_EQ(scrub["unrepairable"], 0) << scrub.dump(2);
+  EXPECT_EQ(scrub["bad_data"], chosen.size()) << scrub.dump(2);
+  EXPECT_EQ(scrub["bad_parity"], 0) << scrub.dump(2);
+  EXPECT_EQ(scrub["checksum_failures"], chosen.size()) << scrub.dump(2);
+  EXPECT_GE(scrub["verified_blocks"].get<uint64_t>(), kDataSize / kBlock * copies());
+  EXPECT_GE(scrub["repaired"].get<uint64_t>(), 1u);
+  ASSERT_EQ(scrub["bad_chunks"].size(), chosen.size()) << scrub.dump(2);
+  for (const auto& bad : scrub["bad_chunks"]) EXPECT_EQ(bad["count"], 1) << scrub.dump(2);
+  for (unsigned m = 0; m < fs_.members().size(); ++m) {
+    EXPECT_EQ(checksum_errors(m), 1u) << "role " << m;
+  }
+
+  const Ctl again = ctl("scrub start --wait");
+  EXPECT_EQ(again.status, 0) << again.out;
+  const nlohmann::json clean = status()["scrub"];
+  EXPECT_EQ(clean["mismatched"], 0) << clean.dump(2);
+  EXPECT_EQ(clean["checksum_failures"], 0) << clean.dump(2);
+  drop_caches();
+  EXPECT_TRUE(same_bytes(read_file(path("f")), data_));
+  const Status down = fs_.unmount();
+  ASSERT_TRUE(down) << down.error();
+  for (const Place& p : chosen) {
+    EXPECT_TRUE(holds_block(p)) << "member " << p.member << " was not rewritten";
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
+}
+
 INSTANTIATE_TEST_SUITE_P(, ChecksumAtLevel,
                          testing::Values(Level{"1", 2}, Level{"10", 4}, Level{"5", 4},
                                          Level{"6", 5}),

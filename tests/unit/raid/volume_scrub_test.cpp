@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 
 #include "raid/level.hpp"
 #include "raid/volume.hpp"
@@ -47,9 +48,9 @@ struct Scrubbed {
     for (size_t i = from; i < from + 512; ++i) chunk[i] ^= std::byte{0xa5};
     return at;
   }
-  Volume::ScrubCounts scrub(bool repair) {
+  Volume::ScrubCounts scrub(bool repair, const ScrubBatch* check = nullptr) {
     Volume::ScrubCounts counts;
-    auto r = volume->scrub_stripes(0, volume->geometry().stripes(), repair, counts);
+    auto r = volume->scrub_stripes(0, volume->geometry().stripes(), repair, counts, check);
     EXPECT_TRUE(r) << r.error().message;
     return counts;
   }
@@ -66,6 +67,26 @@ struct Scrubbed {
     ASSERT_TRUE(volume->read(0, back.span()));
     EXPECT_EQ(std::memcmp(back.data(), data.data(), back.size()), 0);
   }
+};
+
+// The checks a filesystem's checksums give: whether a block holds what was written there (the
+// test knows it), or nothing to say for the blocks `known` leaves out.
+class KnownData : public ScrubBatch {
+ public:
+  explicit KnownData(const AlignedBuffer& data, std::function<bool(uint64_t)> known = {})
+      : data_(data), known_(std::move(known)) {}
+  uint32_t block_size() const override { return 4096; }
+  Verdict check(uint64_t offset, std::span<const std::byte> block) const override {
+    EXPECT_EQ(block.size(), 4096u);
+    EXPECT_EQ(offset % 4096, 0u);
+    if (known_ && !known_(offset)) return Verdict::unknown;
+    return std::memcmp(block.data(), data_.data() + offset, block.size()) == 0 ? Verdict::good
+                                                                               : Verdict::bad;
+  }
+
+ private:
+  const AlignedBuffer& data_;
+  std::function<bool(uint64_t)> known_;
 };
 
 class VolumeScrub : public testing::TestWithParam<ScrubCase> {};
@@ -124,13 +145,85 @@ TEST_P(VolumeScrub, ACorruptedChunkIsFoundAndRepairedOnlyWhenItCanBeNamed) {
   s.expect_data();
 }
 
-// Two bad chunks in one stripe are more than RAID6 can name: found, left as they are. (Two
-// errors can also pass for one: a data chunk and P off by the same bytes look like a bad Q.
-// Only checksums of the data tell those apart; here the two differ where they are wrong.)
-TEST(VolumeScrubRaid6, TwoBadChunksInOneStripeAreNotGuessed) {
+// With checks on the data (a filesystem's checksums), every level names the bad chunk, RAID5
+// and two copies included: the copy or data chunk that fails its check, or P (and Q) when all
+// the data passes. Repaired, a second scrub is clean.
+TEST_P(VolumeScrub, WithChecksEveryCorruptedChunkIsNamedAndRepaired) {
+  const ScrubCase c = GetParam();
+  Scrubbed s(c);
+  const KnownData check(s.data);
+  const size_t slots = s.level->redundancy_set(0).size();
+  std::vector<uint64_t> expected(c.members, 0);
+  for (size_t slot = 0; slot < slots; ++slot) {
+    ++expected[s.corrupt(slot * 3 + 1, slot).member];
+  }
+  const AlignedBuffer before = s.members_now();
+  const Volume::ScrubCounts found = s.scrub(false, &check);
+  EXPECT_EQ(found.mismatched, slots);
+  EXPECT_EQ(found.unrepairable, 0u);
+  EXPECT_EQ(found.bad_chunks, expected) << "a chunk was named on the wrong member";
+  const size_t data_slots =
+      s.volume->geometry().has_parity() ? s.volume->geometry().data_chunks() : slots;
+  EXPECT_EQ(found.bad_data, data_slots);
+  EXPECT_EQ(found.bad_parity, slots - data_slots);
+  EXPECT_EQ(found.checksum_failures, data_slots) << "one block of each bad data chunk";
+  EXPECT_EQ(found.verified_blocks,
+            s.volume->size() / 4096 * (s.volume->geometry().has_parity() ? 1 : slots));
+  AlignedBuffer after = s.members_now();
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0) << "a check wrote";
+  const Volume::ScrubCounts repair = s.scrub(true, &check);
+  EXPECT_EQ(repair.repaired, slots);
+  EXPECT_EQ(repair.bad_chunks, expected);
+  const Volume::ScrubCounts again = s.scrub(false, &check);
+  EXPECT_EQ(again.mismatched, 0u) << "not clean after the repair";
+  EXPECT_EQ(again.checksum_failures, 0u);
+  s.expect_data();
+}
+
+// A row whose bad chunk could be a block without a check or the parity is not guessed, checks
+// or no checks: RAID5's data chunk 0 unknown, the others known good.
+TEST(VolumeScrubRaid5, ABlockWithoutACheckIsNotTakenForGood) {
+  Scrubbed s({RaidLevel::raid5, 4, false});
+  const uint64_t stripe_bytes = s.volume->geometry().stripe_data_size();
+  const KnownData check(s.data, [&](uint64_t offset) { return offset % stripe_bytes >= kChunk; });
+  s.corrupt(2, 0);
+  const AlignedBuffer before = s.members_now();
+  const Volume::ScrubCounts counts = s.scrub(true, &check);
+  EXPECT_EQ(counts.mismatched, 1u);
+  EXPECT_EQ(counts.unrepairable, 1u);
+  EXPECT_EQ(counts.repaired, 0u);
+  EXPECT_EQ(counts.checksum_failures, 0u);
+  const AlignedBuffer after = s.members_now();
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0) << "rewritten on a guess";
+}
+
+// More bad chunks in a row than the level can rebuild: found, and nothing is written, checks
+// or no checks. RAID5 with two data chunks bad in one row; two copies both bad in one row
+// (a row that agrees with itself but fails its checks: the data is lost).
+TEST(VolumeScrubChecks, TooManyBadChunksInARowAreLeftAsTheyAre) {
+  for (const ScrubCase c :
+       {ScrubCase{RaidLevel::raid5, 4, false}, ScrubCase{RaidLevel::raid1, 2, false}}) {
+    Scrubbed s(c);
+    const KnownData check(s.data);
+    s.corrupt(3, 0);
+    s.corrupt(3, 1);
+    const AlignedBuffer before = s.members_now();
+    const Volume::ScrubCounts counts = s.scrub(true, &check);
+    EXPECT_EQ(counts.mismatched, 1u) << to_string(c.level);
+    EXPECT_EQ(counts.unrepairable, 1u) << to_string(c.level);
+    EXPECT_EQ(counts.repaired, 0u) << to_string(c.level);
+    EXPECT_EQ(counts.checksum_failures, 2u) << to_string(c.level);
+    const AlignedBuffer after = s.members_now();
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0) << to_string(c.level);
+  }
+}
+
+// Two bad chunks in one row are more than RAID6 can name without checks: found, left as they
+// are. Bad chunks in different rows of one stripe are each named.
+TEST(VolumeScrubRaid6, TwoBadChunksInOneRowAreNotGuessed) {
   Scrubbed s({RaidLevel::raid6, 5, true});
   s.corrupt(2, 0, 512);
-  s.corrupt(2, 3, 4096);
+  s.corrupt(2, 3, 1024);
   const AlignedBuffer before = s.members_now();
   const Volume::ScrubCounts counts = s.scrub(true);
   EXPECT_EQ(counts.mismatched, 1u);
@@ -138,6 +231,41 @@ TEST(VolumeScrubRaid6, TwoBadChunksInOneStripeAreNotGuessed) {
   EXPECT_EQ(counts.repaired, 0u);
   const AlignedBuffer after = s.members_now();
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0);
+}
+
+TEST(VolumeScrubRaid6, BadChunksInDifferentRowsAreEachNamed) {
+  Scrubbed s({RaidLevel::raid6, 5, true});
+  s.corrupt(2, 0, 512);
+  s.corrupt(2, 3, 4096 + 512);
+  const Volume::ScrubCounts counts = s.scrub(true);
+  EXPECT_EQ(counts.mismatched, 1u);
+  EXPECT_EQ(counts.unrepairable, 0u);
+  EXPECT_EQ(counts.repaired, 1u);
+  EXPECT_EQ(counts.bad_data, 1u);
+  EXPECT_EQ(counts.bad_parity, 1u);
+  EXPECT_EQ(s.scrub(false).mismatched, 0u);
+  s.expect_data();
+}
+
+// A data chunk and P off by the same bytes: P still matches the data, and the syndromes point
+// at Q. Without checks the scrub would rewrite Q to match the bad data (so it only checks
+// here); with them, the data fails, and leaving out the data and P is the one answer.
+TEST(VolumeScrubRaid6, ADataChunkAndPBadTogetherAreNamedByTheChecks) {
+  Scrubbed s({RaidLevel::raid6, 5, true});
+  const KnownData check(s.data);
+  const ChunkLocation data = s.corrupt(4, 1);
+  const ChunkLocation p = s.corrupt(4, 3);
+  const ChunkLocation q = s.level->redundancy_set(4)[4];
+  const Volume::ScrubCounts blind = s.scrub(false);
+  EXPECT_EQ(blind.bad_chunks[q.member], 1u) << "the case this test is about: it looks like Q";
+  const Volume::ScrubCounts counts = s.scrub(true, &check);
+  EXPECT_EQ(counts.unrepairable, 0u);
+  EXPECT_EQ(counts.repaired, 1u);
+  EXPECT_EQ(counts.bad_chunks[data.member], 1u);
+  EXPECT_EQ(counts.bad_chunks[p.member], 1u);
+  EXPECT_EQ(counts.bad_chunks[q.member], 0u);
+  EXPECT_EQ(s.scrub(false, &check).mismatched, 0u);
+  s.expect_data();
 }
 
 }  // namespace
