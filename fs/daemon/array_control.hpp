@@ -19,9 +19,9 @@
 //                                             the rebuild's rate limits (per second)
 //   {"command": "log-level", "level": NAME}   trace, debug, info, warn, error, critical, off
 //   {"command": "scrub", "action": "start"|"stop"|"status", "repair": bool}
-//                                             check every stripe's redundancy in the
-//                                             background (repair: rewrite the bad chunks
-//                                             the level can name); answers "scrub":
+//                                             check every stripe's redundancy and file
+//                                             data's checksums in the background (repair:
+//                                             rewrite the chunks named bad); answers "scrub":
 //                                             status.hpp's scrub_json
 //
 // M is a member's device path or its role number. Each answers {"ok": true, ...} or

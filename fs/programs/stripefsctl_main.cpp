@@ -443,8 +443,8 @@ int main(int argc, char** argv) {
       ->required();
   auto* scrub = app.add_subcommand(
       "scrub",
-      "check every stripe's redundancy in the background; with --repair, rewrite the bad "
-      "chunks the level can name (RAID6, three or more mirror copies)");
+      "check every stripe's redundancy and every block of file data's checksum in the "
+      "background; with --repair, rewrite the chunks named bad");
   std::string scrub_action;
   bool repair = false;
   scrub->add_option("action", scrub_action, "start, stop or status")
