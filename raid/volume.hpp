@@ -226,12 +226,14 @@ class Volume {
   // (no copy left is good: the caller must not return the bytes), or on a level without
   // redundancy. A member that fails a read meanwhile is left out, not failed here; one that
   // fails the rewrite or its read back is failed. Blocking: never from a completion.
+  // With `rewrite` false (a read-only check), the wrong chunks are only named: nothing is
+  // written and nothing counted.
   struct Recovered {
-    std::vector<unsigned> rewritten;  // members whose chunk was wrong, now rewritten
+    std::vector<unsigned> rewritten;  // members whose chunk was wrong (now rewritten)
   };
   using BlockCheck = std::function<bool(std::span<const std::byte>)>;
   Result<Recovered> recover_block(uint64_t offset, std::span<std::byte> data,
-                                  const BlockCheck& good);
+                                  const BlockCheck& good, bool rewrite = true);
 
   VolumeStats stats() const { return stats_.snapshot(); }
   // Where the full-stripe parity buffers live: register it with the members' IoEngine

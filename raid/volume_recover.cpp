@@ -48,7 +48,7 @@ bool for_each_choice(unsigned n, const std::vector<unsigned>& fixed, unsigned ex
 }  // namespace
 
 Result<Volume::Recovered> Volume::recover_block(uint64_t offset, std::span<std::byte> data,
-                                                const BlockCheck& good) {
+                                                const BlockCheck& good, bool rewrite) {
   const uint64_t chunk = geometry_.chunk_size();
   const uint64_t length = data.size();
   if (length == 0 || offset % sector_ != 0 || length % sector_ != 0 || offset + length > size() ||
@@ -134,6 +134,10 @@ Result<Volume::Recovered> Volume::recover_block(uint64_t offset, std::span<std::
       continue;
     }
     const unsigned member = where[i].member;
+    if (!rewrite) {
+      recovered.rewritten.push_back(member);
+      continue;
+    }
     Member& device = *members_[member];
     const uint64_t at = data_offset_ + where[i].member_offset + within;
     VolumeCounters::add(stats_.member_write_ios, 1);

@@ -37,6 +37,23 @@ Result<std::unique_ptr<Filesystem>> Filesystem::mount(Volume& volume, FsOptions 
   AlignedBuffer block(kBlockSize);
   if (auto r = volume.read(0, block.span()); !r) return fail(r.error());
   auto sb = decode_fs_superblock(std::span<const std::byte, kBlockSize>(block.data(), kBlockSize));
+  if (!sb) {
+    // Wrong on one member, perhaps: the others (or parity) hold it, and it is rewritten
+    // (unless read-only).
+    auto healed = volume.recover_block(
+        0, block.span(),
+        [](std::span<const std::byte> bytes) {
+          return decode_fs_superblock(
+                     std::span<const std::byte, kBlockSize>(bytes.data(), kBlockSize))
+              .has_value();
+        },
+        !options.read_only);
+    if (healed) {
+      fs_log().warn("filesystem superblock: {}; the right one came from redundancy",
+                    sb.error().message);
+      sb = decode_fs_superblock(std::span<const std::byte, kBlockSize>(block.data(), kBlockSize));
+    }
+  }
   if (!sb) return fail(sb.error());
   if (sb->total_blocks * kBlockSize > volume.size()) {
     return fail(EUCLEAN,

@@ -6,6 +6,7 @@
 #   journal/      raid/ journal/
 #   fs/core/      raid/ journal/ fs/core/
 #   fs/daemon/    raid/ journal/ fs/core/ fs/daemon/
+#   fs/check/     raid/ journal/ fs/core/ fs/check/
 #   fs/programs/  every library
 #   tests/        every library, and test helpers by their place under tests/ (unit/...)
 # The build enforces the direction too (each library sees only its layer's include root);
@@ -27,8 +28,10 @@ awk '/^[[:space:]]*#[[:space:]]*include[[:space:]]+"/ {
       if (file ~ /^raid\//) return "raid/"
       if (file ~ /^journal\//) return "raid/ journal/"
       if (file ~ /^fs\/core\//) return "raid/ journal/ fs/core/"
-      if (file ~ /^fs\/(daemon|programs)\//) return "raid/ journal/ fs/core/ fs/daemon/"
-      if (file ~ /^tests\//) return "raid/ journal/ fs/core/ fs/daemon/ unit/ mounted/ bench/"
+      if (file ~ /^fs\/daemon\//) return "raid/ journal/ fs/core/ fs/daemon/"
+      if (file ~ /^fs\/check\//) return "raid/ journal/ fs/core/ fs/check/"
+      if (file ~ /^fs\/programs\//) return "raid/ journal/ fs/core/ fs/daemon/ fs/check/"
+      if (file ~ /^tests\//) return "raid/ journal/ fs/core/ fs/daemon/ fs/check/ unit/ mounted/ bench/"
       return ""
     }
     {

@@ -1,0 +1,259 @@
+// Pass 1: every inode the inode bitmap says is in use. An inode table block has no header
+// of its own; each inode carries its crc32c, so a damaged inode costs its file only.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "fs/check/checker.hpp"
+
+namespace stripefs::fs {
+
+namespace {
+
+std::string describe(const Extent& e) {
+  return fmt::format("extent at file block {} (volume blocks {}+{})", e.logical, e.physical,
+                     e.length);
+}
+
+}  // namespace
+
+Result<void> Checker::check_inodes() {
+  const std::string pass = "Pass 1: inodes, extents and blocks";
+  progress(pass, 0, sb_.inode_count);
+  inodes_.assign(sb_.inode_count + 1, InodeInfo{});
+  AlignedBuffer block = fresh_block();
+  uint64_t loaded = 0;  // the table block in `block` (0: none)
+  for (uint64_t ino = 1; ino <= sb_.inode_count; ++ino) {
+    if (ino % 65536 == 0) progress(pass, ino, sb_.inode_count);
+    if (!inode_bits_[ino - 1]) continue;
+    const uint64_t table = table_block(ino);
+    if (table != loaded) {
+      // Checked as a whole: every inode in use in it must decode. A block that does not is
+      // looked for in redundancy; failing that, each inode is judged alone below.
+      const uint64_t first = (table - sb_.inode_table_start) * kInodesPerBlock + 1;
+      auto whole = read_verified(
+          table, block, fmt::format("inode table block {}", table - sb_.inode_table_start),
+          [&](Image i) -> Result<void> {
+            for (uint64_t n = first; n < first + kInodesPerBlock && n <= sb_.inode_count; ++n) {
+              if (!inode_bits_[n - 1]) continue;
+              if (auto d = decode_inode(i.subspan(slot_offset(n), kInodeSize), n); !d) {
+                return fail(d.error());
+              }
+            }
+            return {};
+          });
+      if (!whole && whole.error().code != EUCLEAN) return whole;
+      loaded = table;
+    }
+    if (auto r = check_inode(ino, block, table); !r) return r;
+  }
+  return {};
+}
+
+Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t table) {
+  (void)table;
+  auto decoded =
+      decode_inode(std::span<const std::byte>(block.data() + slot_offset(ino), kInodeSize), ino);
+  if (!decoded) {
+    found(fmt::format("{}; {}", decoded.error().message,
+                      options_.repair ? "cleared (the names of it go in pass 2)" : "left as it is"),
+          options_.repair);
+    return clear_inode(ino);
+  }
+  DiskInode disk = *decoded;
+  if (disk.mode == 0) {
+    found(fmt::format("inode {}: marked in use in the inode bitmap, but its slot is free{}", ino,
+                      options_.repair ? "; marked free" : ""),
+          options_.repair);
+    return {};
+  }
+  const uint32_t type = disk.mode & S_IFMT;
+  if (type != S_IFREG && type != S_IFDIR && type != S_IFLNK && type != S_IFIFO &&
+      type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK) {
+    found(fmt::format("inode {}: field mode: {:#o} is no file type{}", ino, disk.mode,
+                      options_.repair ? "; cleared" : ""),
+          options_.repair);
+    return clear_inode(ino);
+  }
+
+  // Extents: inline, or a tree whose blocks the inode holds too.
+  std::vector<Extent> extents;
+  Runs held;  // extent-tree and xattr blocks
+  bool rewrite = false;
+  if (disk.tree_depth == 0) {
+    extents = disk.inline_extents;
+  } else if (auto r = read_extent_tree(ino, disk.tree_root, disk.tree_depth, extents, held); !r) {
+    found(fmt::format("inode {}: extent tree: {}; {}", ino, r.error().message,
+                      options_.repair ? "the inode is cleared" : "left as it is"),
+          options_.repair);
+    return clear_inode(ino);
+  }
+  std::vector<Extent> kept;
+  bool left_bad = false;  // a bad extent in a tree: left, so the block count is not judged
+  for (const Extent& e : extents) {
+    std::string wrong;
+    if (e.length == 0 || e.length > kMaxExtentLength) {
+      wrong = fmt::format("length {}", e.length);
+    } else if (!in_data_area(e.physical, e.length)) {
+      wrong = "outside the data area";
+    } else if (!kept.empty() && e.logical < kept.back().logical_end()) {
+      wrong = fmt::format("overlaps the extent at file block {}", kept.back().logical);
+    } else if (e.logical + e.length > kMaxFileSize / kBlockSize) {
+      wrong = "past the largest file";
+    }
+    if (wrong.empty()) {
+      kept.push_back(e);
+      continue;
+    }
+    const bool fixable = disk.tree_depth == 0 && options_.repair;
+    found(fmt::format("inode {}: {}: {}{}", ino, describe(e), wrong,
+                      fixable ? "; removed" : "; left as it is"),
+          fixable);
+    rewrite = rewrite || fixable;
+    left_bad = left_bad || !fixable;
+  }
+  if (rewrite) disk.inline_extents = kept;
+  extents = kept;  // a bad extent claims nothing
+
+  if (disk.xattr_block != 0) {
+    const uint64_t x = disk.xattr_block;
+    AlignedBuffer xattrs = fresh_block();
+    Result<void> ok = in_data_area(x, 1)
+                          ? read_verified(x, xattrs, fmt::format("inode {}: xattr block", ino),
+                                          [x](Image i) -> Result<void> {
+                                            auto d = decode_xattrs(i, x);
+                                            return d ? Result<void>() : fail(d.error());
+                                          })
+                          : fail(EUCLEAN, "field xattr_block: {} outside the data area", x);
+    if (ok) {
+      held.emplace_back(x, 1);
+    } else {
+      found(fmt::format("inode {}: xattr block {}: {}{}", ino, x, ok.error().message,
+                        options_.repair ? "; its xattrs are dropped" : ""),
+            options_.repair);
+      disk.xattr_block = 0;
+      rewrite = true;
+    }
+  }
+
+  if (type == S_IFLNK && disk.inline_symlink.empty()) {
+    const auto target = std::find_if(extents.begin(), extents.end(),
+                                     [](const Extent& e) { return e.logical == 0; });
+    AlignedBuffer bytes = fresh_block();
+    Result<void> ok =
+        target == extents.end()
+            ? fail(EUCLEAN, "no target block")
+            : read_verified(target->physical, bytes, fmt::format("inode {}: symlink target", ino),
+                            [&](Image i) -> Result<void> {
+                              auto d = decode_symlink(i, ino, disk.size, disk.symlink_crc);
+                              return d ? Result<void>() : fail(d.error());
+                            });
+    if (!ok) {
+      found(fmt::format("inode {}: symlink: {}{}", ino, ok.error().message,
+                        options_.repair ? "; cleared" : ""),
+            options_.repair);
+      return clear_inode(ino);
+    }
+  }
+
+  uint64_t held_blocks = 0;
+  for (const Extent& e : extents) held_blocks += e.length;
+  for (const auto& [first, count] : held) held_blocks += count;
+  if (held_blocks != disk.blocks && !left_bad) {
+    found(fmt::format("inode {}: field blocks: {}, but it holds {}{}", ino, disk.blocks,
+                      held_blocks, options_.repair ? "; set" : ""),
+          options_.repair);
+    disk.blocks = held_blocks;
+    rewrite = true;
+  }
+  if (rewrite && options_.repair) {
+    if (auto r = rewrite_inode(ino, disk); !r) return r;
+  }
+
+  InodeInfo& info = inodes_[ino];
+  info.mode = disk.mode;
+  info.nlink = disk.nlink;
+  info.parent = disk.parent;
+  switch (type) {
+    case S_IFREG:
+      ++report_.files;
+      break;
+    case S_IFDIR:
+      ++report_.directories;
+      break;
+    case S_IFLNK:
+      ++report_.symlinks;
+      break;
+    default:
+      ++report_.others;
+      break;
+  }
+  extents_[ino] = std::move(extents);
+  if (!held.empty()) meta_runs_[ino] = std::move(held);
+  return {};
+}
+
+Result<void> Checker::read_extent_tree(uint64_t ino, uint64_t block, uint32_t levels,
+                                       std::vector<Extent>& out, Runs& tree_blocks) {
+  if (levels == 0 || levels > 8) return fail(EUCLEAN, "field tree_depth: {}", levels);
+  if (!in_data_area(block, 1)) {
+    return fail(EUCLEAN, "block {} outside the data area", block);
+  }
+  tree_blocks.emplace_back(block, 1);
+  AlignedBuffer image = fresh_block();
+  const std::string what = fmt::format("inode {}: extent tree block", ino);
+  if (levels == 1) {
+    std::vector<Extent> leaf;
+    auto ok = read_verified(block, image, what, [&](Image i) -> Result<void> {
+      auto d = decode_extent_leaf(i, block);
+      if (!d) return fail(d.error());
+      leaf = std::move(*d);
+      return {};
+    });
+    if (!ok) return ok;
+    out.insert(out.end(), leaf.begin(), leaf.end());
+    return {};
+  }
+  std::vector<IndexEntry> entries;
+  uint32_t level = 0;
+  auto ok = read_verified(block, image, what, [&](Image i) -> Result<void> {
+    auto d = decode_extent_index(i, block, &level);
+    if (!d) return fail(d.error());
+    entries = std::move(*d);
+    return {};
+  });
+  if (!ok) return ok;
+  if (level != levels - 1) {
+    return fail(EUCLEAN, "index block {}: field level: {}, expected {}", block, level, levels - 1);
+  }
+  for (const IndexEntry& e : entries) {
+    if (auto r = read_extent_tree(ino, e.block, levels - 1, out, tree_blocks); !r) return r;
+  }
+  return {};
+}
+
+Result<void> Checker::rewrite_inode(uint64_t ino, const DiskInode& disk) {
+  AlignedBuffer block = fresh_block();
+  const uint64_t table = table_block(ino);
+  if (auto r = read(table, block); !r) return r;
+  encode_inode(disk, std::span<std::byte>(block.data() + slot_offset(ino), kInodeSize));
+  return write(table, block.span().first(kBlockSize));
+}
+
+Result<void> Checker::clear_inode(uint64_t ino) {
+  inodes_[ino] = InodeInfo{};
+  extents_.erase(ino);
+  meta_runs_.erase(ino);
+  if (!options_.repair) return {};
+  DiskInode empty;
+  AlignedBuffer block = fresh_block();
+  if (auto r = read(table_block(ino), block); !r) return r;
+  if (auto old = decode_inode(
+          std::span<const std::byte>(block.data() + slot_offset(ino), kInodeSize), ino)) {
+    empty.generation = old->generation;
+  }
+  return rewrite_inode(ino, empty);
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,215 @@
+// Pass 4: the bitmaps against what the inodes hold; pass 5: the checksum table, and with
+// CheckOptions::data every block of file data against its checksum.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "fs/check/checker.hpp"
+#include "fs/core/interval_set.hpp"
+#include "raid/ondisk.hpp"
+
+namespace stripefs::fs {
+
+namespace {
+
+// "N blocks (volume blocks a, b, c, ...)": the count and the first few.
+std::string some(const std::vector<uint64_t>& items, const char* noun) {
+  std::string list;
+  for (size_t i = 0; i < std::min<size_t>(items.size(), 5); ++i) {
+    list += (i == 0 ? "" : ", ") + std::to_string(items[i]);
+  }
+  return fmt::format("{} {} ({}{})", items.size(), noun, list, items.size() > 5 ? ", ..." : "");
+}
+
+}  // namespace
+
+Result<void> Checker::check_space() {
+  progress("Pass 4: block and inode bitmaps", 0, 1);
+  // What the inodes hold, the fixed metadata areas before the data.
+  std::vector<bool> used(sb_.total_blocks, false);
+  std::fill(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(sb_.data_start), true);
+  const auto claim = [&](uint64_t ino, const Runs& runs) {
+    std::vector<uint64_t> twice;
+    for (const auto& [first, count] : runs) {
+      for (uint64_t b = first; b < first + count; ++b) {
+        if (used[b]) twice.push_back(b);
+        used[b] = true;
+      }
+    }
+    if (!twice.empty()) {
+      found(fmt::format("inode {}: {} claimed by another inode too; left as they are", ino,
+                        some(twice, "blocks")),
+            false);
+    }
+  };
+  for (const auto& [ino, extents] : extents_) {
+    Runs runs;
+    for (const Extent& e : extents) runs.emplace_back(e.physical, e.length);
+    claim(ino, runs);
+  }
+  for (const auto& [ino, runs] : meta_runs_) claim(ino, runs);
+
+  std::vector<uint64_t> marked_free, leaked;
+  for (uint64_t b = 0; b < sb_.total_blocks; ++b) {
+    if (used[b] && !block_bits_[b]) marked_free.push_back(b);
+    if (!used[b] && block_bits_[b]) leaked.push_back(b);
+  }
+  const char* fix = options_.repair ? "; marked" : "";
+  if (!marked_free.empty()) {
+    found(
+        fmt::format("block bitmap: {} in use are marked free{}", some(marked_free, "blocks"), fix),
+        options_.repair);
+  }
+  if (!leaked.empty()) {
+    found(fmt::format("block bitmap: {} marked in use hold nothing{}", some(leaked, "blocks"),
+                      options_.repair ? "; freed" : ""),
+          options_.repair);
+  }
+  std::vector<bool> in_use(sb_.inode_count, false);
+  std::vector<uint64_t> inodes_marked_free, inodes_leaked;
+  for (uint64_t ino = 1; ino <= sb_.inode_count; ++ino) {
+    in_use[ino - 1] = inodes_[ino].mode != 0;
+    report_.inodes_used += in_use[ino - 1] ? 1 : 0;
+    if (in_use[ino - 1] && !inode_bits_[ino - 1]) inodes_marked_free.push_back(ino);
+    if (!in_use[ino - 1] && inode_bits_[ino - 1]) inodes_leaked.push_back(ino);
+  }
+  if (!inodes_marked_free.empty()) {
+    found(fmt::format("inode bitmap: {} in use are marked free{}",
+                      some(inodes_marked_free, "inodes"), fix),
+          options_.repair);
+  }
+  if (!inodes_leaked.empty()) {
+    // Each was reported already, as it was found; only the bitmap is left to put right.
+    if (!options_.repair) inodes_leaked.clear();
+  }
+  for (bool b : used) report_.blocks_used += b ? 1 : 0;
+  if (!options_.repair) return {};
+  const bool damaged = !damaged_bitmap_blocks_.empty();
+  if (damaged || !marked_free.empty() || !leaked.empty()) {
+    if (auto r =
+            rewrite_bitmap(sb_.block_bitmap_start, sb_.block_bitmap_blocks, sb_.total_blocks, used);
+        !r)
+      return r;
+  }
+  if (damaged || !inodes_marked_free.empty() || !inodes_leaked.empty()) {
+    if (auto r = rewrite_bitmap(sb_.inode_bitmap_start, sb_.inode_bitmap_blocks, sb_.inode_count,
+                                in_use);
+        !r)
+      return r;
+  }
+  return {};
+}
+
+Result<void> Checker::rewrite_bitmap(uint64_t start, uint64_t blocks, uint64_t count,
+                                     const std::vector<bool>& bits) {
+  AlignedBuffer block = fresh_block();
+  for (uint64_t b = 0; b < blocks; ++b) {
+    std::memset(block.data(), 0, kBlockSize);
+    const uint64_t first = b * kBitsPerBitmapBlock;
+    for (uint64_t i = 0; i < kBitsPerBitmapBlock; ++i) {
+      // Items past the end stay marked, so they are never handed out.
+      if (first + i >= count || bits[first + i]) {
+        block.data()[kHeaderSize + i / 8] |= std::byte{static_cast<uint8_t>(1u << (i % 8))};
+      }
+    }
+    seal_block(std::span<std::byte, kBlockSize>(block.data(), kBlockSize), BlockKind::bitmap,
+               start + b);
+    if (auto r = write(start + b, block.span().first(kBlockSize)); !r) return r;
+  }
+  return {};
+}
+
+Result<void> Checker::check_checksums() {
+  if (!sb_.has_checksums()) return {};
+  const std::string pass = "Pass 5: data checksums";
+  progress(pass, 0, sb_.checksum_blocks);
+  // Blocks of file data: what the table describes.
+  IntervalSet data;
+  for (const auto& [ino, extents] : extents_) {
+    if ((inodes_[ino].mode & S_IFMT) != S_IFREG) continue;
+    for (const Extent& e : extents) {
+      if (!e.unwritten) data.add(e.physical, e.physical + e.length);
+    }
+  }
+  std::vector<AlignedBuffer> table;  // every table block, as checked
+  std::vector<bool> table_ok(sb_.checksum_blocks, true);
+  table.reserve(sb_.checksum_blocks);
+  for (uint64_t t = 0; t < sb_.checksum_blocks; ++t) {
+    const uint64_t self = sb_.checksum_start + t;
+    table.push_back(fresh_block());
+    auto ok =
+        read_verified(self, table.back(), fmt::format("checksum table block {}", t),
+                      [self](Image i) { return verify_block(i, BlockKind::checksums, self); });
+    if (ok) continue;
+    table_ok[t] = options_.repair;
+    found(
+        fmt::format("checksum table block {} (volume block {}): {}{}", t, self, ok.error().message,
+                    options_.repair ? "; made again from the data as it is" : ""),
+        options_.repair);
+    if (!options_.repair) continue;
+    AlignedBuffer& image = table.back();
+    std::memset(image.data(), 0, kBlockSize);
+    const uint64_t first = sb_.data_start + t * kChecksumsPerBlock;
+    AlignedBuffer bytes = fresh_block();
+    Result<void> status;
+    data.for_each(first, first + kChecksumsPerBlock, [&](uint64_t a, uint64_t z) {
+      for (uint64_t b = a; b < z && status; ++b) {
+        status = read(b, bytes);
+        ondisk::put_le<uint32_t>(std::span<std::byte>(image.data(), kBlockSize),
+                                 kHeaderSize + (b - first) * 4,
+                                 data_checksum(bytes.span().first(kBlockSize)));
+      }
+    });
+    if (!status) return status;
+    seal_block(std::span<std::byte, kBlockSize>(image.data(), kBlockSize), BlockKind::checksums,
+               self);
+    if (auto r = write(self, image.span().first(kBlockSize)); !r) return r;
+  }
+  if (!options_.data) return {};
+
+  const std::string data_pass = "Pass 5: file data against its checksums";
+  progress(data_pass, 0, data.size());
+  AlignedBuffer bytes = fresh_block();
+  for (const auto& [ino, extents] : extents_) {
+    if ((inodes_[ino].mode & S_IFMT) != S_IFREG) continue;
+    for (const Extent& e : extents) {
+      if (e.unwritten) continue;
+      for (uint64_t i = 0; i < e.length; ++i) {
+        const uint64_t b = e.physical + i;
+        const uint64_t index = b - sb_.data_start;
+        if (!table_ok[index / kChecksumsPerBlock]) continue;  // reported, nothing to check by
+        const auto expected = ondisk::get_le<uint32_t>(
+            std::span<const std::byte>(table[index / kChecksumsPerBlock].data(), kBlockSize),
+            kHeaderSize + (index % kChecksumsPerBlock) * 4);
+        if (auto r = read(b, bytes); !r) return r;
+        if (++report_.data_blocks_checked % 65536 == 0) {
+          progress(data_pass, report_.data_blocks_checked, data.size());
+        }
+        if (data_checksum(bytes.span().first(kBlockSize)) == expected) continue;
+        auto recovered = volume_.recover_block(
+            b * kBlockSize, bytes.span().first(kBlockSize),
+            [expected](std::span<const std::byte> got) { return data_checksum(got) == expected; },
+            options_.repair);
+        const std::string where =
+            fmt::format("inode {}: file block {} (volume block {})", ino, e.logical + i, b);
+        if (!recovered) {
+          found(fmt::format("{}: no copy passes its checksum; the file holds wrong data there",
+                            where),
+                false);
+          continue;
+        }
+        std::string members;
+        for (unsigned m : recovered->rewritten) {
+          members += (members.empty() ? "" : ", ") + std::to_string(m);
+        }
+        found(fmt::format("{}: wrong on member {}; right in redundancy{}", where, members,
+                          options_.repair ? ", rewritten" : ""),
+              options_.repair);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,374 @@
+// The offline check (fsck.stripefs's engine) on a RAID5 of memory members: a healthy
+// filesystem has nothing wrong; each kind of damage is found by a read-only check, which
+// writes nothing, with exit code 4; a repairing check puts it right (exit 1), after which a
+// second check finds nothing (exit 0), the filesystem mounts and the files left read right.
+// Damage a repair cannot put right (a block claimed by two files) stays at exit 4.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <functional>
+#include <string_view>
+
+#include "fs/check/check.hpp"
+#include "fs/core/directory_index.hpp"
+#include "raid/ondisk.hpp"
+#include "unit/fs/core/fs_test_util.hpp"
+
+namespace stripefs::test {
+namespace {
+
+using fs::DiskInode;
+using fs::kBlockSize;
+using fs::kRootInode;
+
+constexpr uint64_t kMemberSize = 32ull << 20;
+constexpr size_t kBig = 3 * MemoryFs::kChunk * 2;  // two whole stripes
+
+// A filesystem with a bit of everything, cleanly unmounted: the volume is the test's.
+struct Checked {
+  MemoryFs t{kMemberSize};
+  uint64_t dir = 0, sub = 0, big = 0, small = 0, linked = 0, long_link = 0;
+  std::vector<std::byte> big_data = pattern(kBig, 31), small_data = pattern(5000, 32);
+  fs::FsSuperblock sb;
+
+  Checked() {
+    dir = t.create(kRootInode, "dir", S_IFDIR | 0755);
+    sub = t.create(dir, "sub", S_IFDIR | 0755);
+    big = t.create(kRootInode, "big");
+    small = t.create(dir, "small");
+    linked = t.create(sub, "linked");
+    EXPECT_TRUE(t.write(big, 0, big_data).has_value());
+    EXPECT_TRUE(t.write(small, 0, small_data).has_value());
+    EXPECT_TRUE(t.fs->link(linked, kRootInode, "second-name").has_value());
+    EXPECT_TRUE(t.fs->symlink(kRootInode, "short", "target", t.root).has_value());
+    auto l = t.fs->symlink(dir, "long", std::string(300, 'x'), t.root);
+    EXPECT_TRUE(l.has_value());
+    long_link = l ? l->ino : 0;
+    EXPECT_TRUE(t.fs->setxattr(small, "user.colour", "blue", 0).has_value());
+    for (int i = 0; i < 40; ++i) t.create(sub, ("f" + std::to_string(i)).c_str());
+    unmount();
+    AlignedBuffer block(kBlockSize);
+    EXPECT_TRUE(t.volume->read(0, block.span()).has_value());
+    sb =
+        *fs::decode_fs_superblock(std::span<const std::byte, kBlockSize>(block.data(), kBlockSize));
+  }
+  void unmount() {
+    ASSERT_TRUE(t.fs->unmount().has_value());
+    t.fs.reset();
+  }
+
+  fs::CheckReport check(bool repair, bool data = false) {
+    fs::CheckOptions options;
+    options.repair = repair;
+    options.force = true;
+    options.data = data;
+    auto r = fs::check_filesystem(*t.volume, options);
+    EXPECT_TRUE(r.has_value()) << r.error().message;
+    return r ? *r : fs::CheckReport{};
+  }
+  // A fingerprint of every member's bytes.
+  size_t members() const {
+    size_t h = 0;
+    for (const auto& m : t.array.media) {
+      auto c = m->contents();
+      h = h * 31 + std::hash<std::string_view>{}(
+                       std::string_view(reinterpret_cast<const char*>(c.data()), c.size()));
+    }
+    return h;
+  }
+
+  // ---- blocks, through the volume (consistent damage: parity follows) ----
+  AlignedBuffer read_block(uint64_t b) {
+    AlignedBuffer block(kBlockSize);
+    EXPECT_TRUE(t.volume->read(b * kBlockSize, block.span()).has_value());
+    return block;
+  }
+  void write_block(uint64_t b, const AlignedBuffer& block) {
+    EXPECT_TRUE(t.volume->write(b * kBlockSize, block.span()).has_value());
+  }
+  std::span<std::byte, kBlockSize> span(AlignedBuffer& b) {
+    return std::span<std::byte, kBlockSize>(b.data(), kBlockSize);
+  }
+  uint64_t inode_block(uint64_t ino) const {
+    return sb.inode_table_start + (ino - 1) / fs::kInodesPerBlock;
+  }
+  static size_t slot(uint64_t ino) { return ((ino - 1) % fs::kInodesPerBlock) * fs::kInodeSize; }
+  DiskInode inode(uint64_t ino) {
+    AlignedBuffer b = read_block(inode_block(ino));
+    return *fs::decode_inode(std::span<const std::byte>(b.data() + slot(ino), fs::kInodeSize), ino);
+  }
+  void set_inode(uint64_t ino, const DiskInode& disk) {
+    AlignedBuffer b = read_block(inode_block(ino));
+    fs::encode_inode(disk, std::span<std::byte>(b.data() + slot(ino), fs::kInodeSize));
+    write_block(inode_block(ino), b);
+  }
+  // Flips bit `item` of the bitmap at `start`.
+  void flip_bit(uint64_t start, uint64_t item) {
+    const uint64_t self = start + item / fs::kBitsPerBitmapBlock;
+    AlignedBuffer b = read_block(self);
+    const uint64_t bit = item % fs::kBitsPerBitmapBlock;
+    b.data()[fs::kHeaderSize + bit / 8] ^= std::byte{static_cast<uint8_t>(1u << (bit % 8))};
+    fs::seal_block(span(b), fs::BlockKind::bitmap, self);
+    write_block(self, b);
+  }
+  // The volume block of `dir`'s bucket holding `name`, and the bucket.
+  std::pair<uint64_t, fs::DirBucket> bucket_with(uint64_t d, const std::string& name) {
+    const DiskInode n = inode(d);
+    for (const fs::Extent& e : n.inline_extents) {
+      for (uint64_t i = 0; i < e.length; ++i) {
+        if (e.logical + i == 0) continue;  // the header
+        AlignedBuffer b = read_block(e.physical + i);
+        auto bucket = fs::decode_dir_bucket(span(b), e.physical + i);
+        if (!bucket) continue;
+        for (const auto& entry : bucket->entries) {
+          if (entry.name == name) return {e.physical + i, *bucket};
+        }
+      }
+    }
+    ADD_FAILURE() << "no bucket of " << d << " holds " << name;
+    return {};
+  }
+  void set_bucket(uint64_t self, const fs::DirBucket& bucket) {
+    AlignedBuffer b(kBlockSize);
+    fs::encode_dir_bucket(bucket, self, span(b));
+    write_block(self, b);
+  }
+  // Flips bytes of volume block `b` on the one member that holds it (damage of one disk).
+  void corrupt_on_member(uint64_t b) {
+    const Geometry& g = t.volume->geometry();
+    const uint64_t offset = b * kBlockSize;
+    const uint64_t stripe = offset / g.stripe_data_size();
+    const auto index = static_cast<unsigned>(offset % g.stripe_data_size() / g.chunk_size());
+    const ChunkLocation at = geometry_locate(stripe, index);
+    auto c = t.array.media[at.member]->contents();
+    for (uint64_t i = 100; i < 300; ++i) {
+      c[at.member_offset + offset % g.chunk_size() + i] ^= std::byte{0x3c};
+    }
+  }
+  ChunkLocation geometry_locate(uint64_t stripe, unsigned index) {
+    return t.volume->geometry().locate(stripe, index);
+  }
+
+  // After a repair: a second check is clean, and the filesystem mounts.
+  void expect_repaired() {
+    const fs::CheckReport again = check(false);
+    EXPECT_EQ(again.exit_code(), 0) << (again.findings.empty() ? "" : again.findings[0].what);
+    t.mount();
+    ASSERT_TRUE(t.fs);
+  }
+};
+
+std::string all(const fs::CheckReport& r) {
+  std::string out;
+  for (const auto& f : r.findings) out += f.what + (f.fixed ? " [fixed]\n" : "\n");
+  return out;
+}
+
+TEST(FsCheck, AHealthyFilesystemHasNothingWrong) {
+  Checked c;
+  const fs::CheckReport r = c.check(false, true);
+  EXPECT_TRUE(r.checked);
+  EXPECT_EQ(r.exit_code(), 0) << all(r);
+  EXPECT_EQ(r.directories, 3u);
+  EXPECT_EQ(r.files, 43u);
+  EXPECT_EQ(r.symlinks, 2u);
+  EXPECT_GE(r.data_blocks_checked, kBig / kBlockSize);
+  // Clean and not forced: counted, not checked.
+  fs::CheckOptions quick;
+  auto q = fs::check_filesystem(*c.t.volume, quick);
+  ASSERT_TRUE(q.has_value());
+  EXPECT_FALSE(q->checked);
+  EXPECT_TRUE(q->was_clean);
+  EXPECT_EQ(q->inodes_used, r.inodes_used);
+  EXPECT_EQ(q->blocks_used, r.blocks_used);
+}
+
+// One kind of damage: made on the unmounted volume; then the word its finding must hold.
+struct Damage {
+  const char* name;
+  std::function<void(Checked&)> make;
+  const char* finding;
+};
+
+class FsCheckDamage : public testing::TestWithParam<Damage> {};
+
+TEST_P(FsCheckDamage, IsFoundReadOnlyWithoutWritingAndRepaired) {
+  Checked c;
+  GetParam().make(c);
+  const size_t before = c.members();
+  const fs::CheckReport found = c.check(false, true);
+  EXPECT_EQ(found.exit_code(), 4) << all(found);
+  EXPECT_NE(all(found).find(GetParam().finding), std::string::npos) << all(found);
+  EXPECT_EQ(c.members(), before) << "a read-only check wrote";
+  const fs::CheckReport repaired = c.check(true, true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  // What was not damaged reads as it was written.
+  EXPECT_TRUE(c.t.read(c.big, 0, kBig) == c.big_data);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    , FsCheckDamage,
+    testing::Values(
+        Damage{"block_in_use_marked_free",
+               [](Checked& c) {
+                 c.flip_bit(c.sb.block_bitmap_start, c.inode(c.big).inline_extents[0].physical + 3);
+               },
+               "in use are marked free"},
+        Damage{"leaked_block",
+               [](Checked& c) { c.flip_bit(c.sb.block_bitmap_start, c.sb.total_blocks - 9); },
+               "hold nothing"},
+        Damage{"inode_in_use_marked_free",
+               [](Checked& c) { c.flip_bit(c.sb.inode_bitmap_start, c.small - 1); },
+               "inode bitmap: 1 inodes ("},
+        Damage{"wrong_link_count",
+               [](Checked& c) {
+                 DiskInode n = c.inode(c.linked);
+                 n.nlink = 7;
+                 c.set_inode(c.linked, n);
+               },
+               "field nlink: 7, but 2"},
+        Damage{"wrong_directory_link_count",
+               [](Checked& c) {
+                 DiskInode n = c.inode(c.dir);
+                 n.nlink = 2;
+                 c.set_inode(c.dir, n);
+               },
+               "field nlink: 2, but 3"},
+        Damage{"damaged_inode",
+               [](Checked& c) {
+                 AlignedBuffer b = c.read_block(c.inode_block(c.small));
+                 b.data()[Checked::slot(c.small) + 8] ^= std::byte{0xff};
+                 c.write_block(c.inode_block(c.small), b);
+               },
+               "field checksum"},
+        Damage{"free_slot_still_named",
+               [](Checked& c) {
+                 DiskInode empty;
+                 c.set_inode(c.small, empty);
+               },
+               "its slot is free"},
+        Damage{"entry_type",
+               [](Checked& c) {
+                 auto [self, bucket] = c.bucket_with(kRootInode, "big");
+                 for (auto& e : bucket.entries) {
+                   if (e.name == "big") e.type = 4;
+                 }
+                 c.set_bucket(self, bucket);
+               },
+               "field type: 4"},
+        Damage{"entry_to_a_free_inode",
+               [](Checked& c) {
+                 auto [self, bucket] = c.bucket_with(kRootInode, "short");
+                 for (auto& e : bucket.entries) {
+                   if (e.name == "short") e.ino = c.sb.inode_count - 3;
+                 }
+                 c.set_bucket(self, bucket);
+               },
+               "it would be named #"},
+        Damage{"directory_parent",
+               [](Checked& c) {
+                 DiskInode n = c.inode(c.sub);
+                 n.parent = kRootInode;
+                 c.set_inode(c.sub, n);
+               },
+               "field parent: 1"},
+        Damage{"block_count",
+               [](Checked& c) {
+                 DiskInode n = c.inode(c.big);
+                 n.blocks += 5;
+                 c.set_inode(c.big, n);
+               },
+               "field blocks"},
+        Damage{"extent_outside_the_data_area",
+               [](Checked& c) {
+                 DiskInode n = c.inode(c.small);
+                 n.inline_extents.push_back({1000, c.sb.total_blocks + 5, 1, false});
+                 c.set_inode(c.small, n);
+               },
+               "outside the data area"},
+        Damage{"directory_block_wrong_on_one_member",
+               [](Checked& c) { c.corrupt_on_member(c.bucket_with(c.sub, "f7").first); },
+               "right in redundancy"},
+        Damage{"inode_table_block_wrong_on_one_member",
+               [](Checked& c) { c.corrupt_on_member(c.inode_block(c.big)); },
+               "right in redundancy"},
+        Damage{
+            "file_data_wrong_on_one_member",
+            [](Checked& c) { c.corrupt_on_member(c.inode(c.big).inline_extents[0].physical + 17); },
+            "file block 17"},
+        Damage{"checksum_table_block",
+               [](Checked& c) {
+                 AlignedBuffer b = c.read_block(c.sb.checksum_start);
+                 b.data()[2000] ^= std::byte{1};
+                 c.write_block(c.sb.checksum_start, b);
+               },
+               "checksum table block 0"}),
+    [](const testing::TestParamInfo<Damage>& info) { return std::string(info.param.name); });
+
+// An orphan: unlinked while open when the daemon stopped. The check frees it as a mount
+// would.
+TEST(FsCheck, AnOrphanIsFreed) {
+  Checked c;
+  c.t.mount();
+  const uint64_t ino = c.t.create(kRootInode, "doomed");
+  ASSERT_TRUE(c.t.write(ino, 0, pattern(50000, 3)).has_value());
+  ASSERT_TRUE(c.t.fs->open(ino).has_value());
+  ASSERT_TRUE(c.t.fs->unlink(kRootInode, "doomed").has_value());
+  ASSERT_TRUE(c.t.fs->sync().has_value());
+  c.t.fs.reset();  // the daemon dies with the file open
+  const fs::CheckReport found = c.check(false);
+  EXPECT_FALSE(found.was_clean);
+  EXPECT_EQ(found.exit_code(), 4) << all(found);
+  EXPECT_NE(all(found).find("an orphan"), std::string::npos) << all(found);
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+}
+
+// A file no name reaches gets "#ino" in the root (there is no /lost+found), as e2fsck
+// reconnects one, and reads as before under it.
+TEST(FsCheck, AFileNoNameReachesIsNamedAfterItsInode) {
+  Checked c;
+  auto [self, bucket] = c.bucket_with(c.dir, "small");
+  std::erase_if(bucket.entries, [](const fs::DirEntry& e) { return e.name == "small"; });
+  c.set_bucket(self, bucket);
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  EXPECT_NE(all(repaired).find("named #" + std::to_string(c.small) + " in the root directory"),
+            std::string::npos)
+      << all(repaired);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  auto found = c.t.fs->lookup(kRootInode, "#" + std::to_string(c.small));
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  EXPECT_EQ(found->ino, c.small);
+  EXPECT_TRUE(c.t.read(c.small, 0, c.small_data.size()) == c.small_data);
+  EXPECT_EQ(*c.t.fs->getxattr(c.small, "user.colour"), "blue");
+}
+
+// The mount itself takes a superblock wrong on one member from redundancy and rewrites it.
+TEST(FsCheck, AMountHealsASuperblockWrongOnOneMember) {
+  Checked c;
+  c.corrupt_on_member(0);
+  c.t.mount();
+  ASSERT_TRUE(c.t.fs);
+  EXPECT_TRUE(c.t.read(c.big, 0, kBig) == c.big_data);
+  c.unmount();
+  EXPECT_EQ(c.check(false).exit_code(), 0) << "the member was not rewritten";
+}
+
+// Two files claiming one block: nothing says which is right, so it is reported and left.
+TEST(FsCheck, ABlockClaimedTwiceIsReportedAndLeft) {
+  Checked c;
+  DiskInode n = c.inode(c.small);
+  n.inline_extents[0].physical = c.inode(c.big).inline_extents[0].physical;
+  c.set_inode(c.small, n);
+  EXPECT_EQ(c.check(false).exit_code(), 4);
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 4) << all(repaired);
+  EXPECT_NE(all(repaired).find("claimed by another inode"), std::string::npos) << all(repaired);
+}
+
+}  // namespace
+}  // namespace stripefs::test
