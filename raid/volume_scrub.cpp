@@ -11,6 +11,7 @@
 // Two different answers that fit equally well name nothing.
 #include <algorithm>
 #include <cstring>
+#include <future>
 
 #include "raid/aligned_buffer.hpp"
 #include "raid/log.hpp"
@@ -196,44 +197,31 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
                 chunk);
   }
   counts.bad_chunks.resize(width, 0);
-  AlignedBuffer rows(uint64_t{width} * chunk), scratch(2 * chunk);
+  if (geometry_.level() == RaidLevel::raid0) return {};  // nothing to check against
+  // A batch of stripes at a time, under their locks: one read per member for the range they
+  // occupy on it (every member at once), then each stripe judged from the buffers. The next
+  // batch is read while this one is judged.
+  const uint64_t batch = rebuild_batch();
+  struct Batch {
+    uint64_t from = 0, to = 0, begin = 0;
+    std::vector<AlignedBuffer> buffers;
+    std::vector<std::future<Result<void>>> reads;
+    Result<void> status;
+  };
+  Batch batches[2];
+  for (Batch& b : batches) {
+    for (unsigned m = 0; m < width; ++m) b.buffers.emplace_back((batch + 2) * chunk);
+  }
+  AlignedBuffer scratch(2 * chunk);
   StripeJudge judge(*level_, geometry_, check, row, scratch.span());
   const uint64_t last = std::min(first + count, geometry_.stripes());
-  for (uint64_t stripe = first; stripe < last; ++stripe) {
-    const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
-    if (where.empty()) continue;  // RAID0: nothing to check against
-    locks_.lock(stripe);
-    std::vector<std::byte*> slots;
-    Result<void> status;
-    // A member that left service meanwhile (failed, or being rebuilt) has nothing to check.
-    for (const ChunkLocation& at : where) {
-      if (status && !active(at.member)) {
-        status = fail(EAGAIN, "member {} is out of service; a scrub needs every member", at.member);
-      }
-    }
-    for (size_t i = 0; i < where.size() && status; ++i) {
-      slots.push_back(rows.data() + i * chunk);
-      VolumeCounters::add(stats_.member_read_ios, 1);
-      status = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
-                           {slots.back(), chunk});
-    }
-    Findings found;
-    if (status) found = judge.judge(stripe, slots);
-    bool rewritten = false;
-    for (size_t i = 0; i < found.bad_rows.size() && status && repair; ++i) {
-      if (found.bad_rows[i] == 0) continue;
-      VolumeCounters::add(stats_.member_write_ios, 1);
-      status = member_write(*members_[where[i].member], data_offset_ + where[i].member_offset,
-                            {slots[i], chunk});
-      rewritten = true;
-    }
-    locks_.release(stripe);
-    if (!status)
-      return fail(status.error().code, "scrub, stripe {}: {}", stripe, status.error().message);
+  // What a stripe's judging found, counted and logged.
+  const auto count_findings = [&](uint64_t stripe, const std::vector<ChunkLocation>& where,
+                                  const Findings& found, bool rewritten) {
     ++counts.stripes;
     counts.verified_blocks += found.verified;
     counts.checksum_failures += found.failed;
-    if (!found.mismatched) continue;
+    if (!found.mismatched) return;
     ++counts.mismatched;
     if (rewritten) ++counts.repaired;
     for (size_t i = 0; i < found.bad_rows.size(); ++i) {
@@ -260,6 +248,72 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
           stripe, found.unresolved_rows, judge.volume_offset(stripe, 0, found.first_unresolved),
           found.failed > 0 ? " or fail their checksums" : "");
     }
+  };
+  // Locks the batch from `from` and starts its reads.
+  const auto start = [&](Batch& b, uint64_t from) {
+    b.from = from;
+    b.to = std::min(from + batch, last);
+    b.reads.clear();
+    b.status = {};
+    for (uint64_t stripe = b.from; stripe < b.to; ++stripe) locks_.lock(stripe);
+    // A member that left service meanwhile (failed, or being rebuilt) has nothing to check.
+    for (unsigned m = 0; m < width && b.status; ++m) {
+      if (!active(m)) {
+        b.status = fail(EAGAIN, "member {} is out of service; a scrub needs every member", m);
+      }
+    }
+    if (!b.status) return;
+    const auto [begin, end] = member_range(b.from, b.to - 1);
+    b.begin = begin;
+    for (unsigned m = 0; m < width; ++m) {
+      b.reads.push_back(member_start(*members_[m], MemberOp::read, data_offset_ + begin,
+                                     b.buffers[m].span().first(end - begin)));
+    }
+    VolumeCounters::add(stats_.member_read_ios, width);
+  };
+  // Waits for its reads, judges (and repairs) its stripes, and unlocks them.
+  const auto finish = [&](Batch& b, bool judge_it) -> Result<void> {
+    Result<void> status = b.status;
+    for (auto& r : b.reads) {
+      if (Result<void> got = r.get(); !got && status) status = got;
+    }
+    for (uint64_t stripe = b.from; stripe < b.to && status && judge_it; ++stripe) {
+      const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
+      std::vector<std::byte*> slots;
+      for (const ChunkLocation& at : where) {
+        slots.push_back(b.buffers[at.member].data() + (at.member_offset - b.begin));
+      }
+      const Findings found = judge.judge(stripe, slots);
+      bool rewritten = false;
+      for (size_t i = 0; i < found.bad_rows.size() && status && repair; ++i) {
+        if (found.bad_rows[i] == 0) continue;
+        VolumeCounters::add(stats_.member_write_ios, 1);
+        status = member_write(*members_[where[i].member], data_offset_ + where[i].member_offset,
+                              {slots[i], chunk});
+        rewritten = true;
+      }
+      if (!status) {
+        status = fail(status.error().code, "stripe {}: {}", stripe, status.error().message);
+        break;
+      }
+      count_findings(stripe, where, found, rewritten);
+    }
+    for (uint64_t stripe = b.from; stripe < b.to; ++stripe) locks_.release(stripe);
+    return status;
+  };
+  if (first >= last) return {};
+  start(batches[0], first);
+  for (unsigned i = 0;; ++i) {
+    Batch& current = batches[i % 2];
+    Batch& next = batches[(i + 1) % 2];
+    const bool more = current.to < last;
+    if (more) start(next, current.to);
+    Result<void> status = finish(current, true);
+    if (!status) {
+      if (more) (void)finish(next, false);
+      return fail(status.error().code, "scrub: {}", status.error().message);
+    }
+    if (!more) break;
   }
   return {};
 }

@@ -13,6 +13,8 @@
 //  - an unlimited hot replace of role 0 (in service) onto another device, idle: bytes copied
 //    per second (the old device read, the new one written: no parity), and its ratios to the
 //    direct read and to the same copy done directly (4 MiB at a time, two in flight);
+//  - a scrub (check only) of the whole array, idle: member bytes read per second, against
+//    every member's data area read at once, directly (the scrub reads every member);
 //  - full-stripe writes to the degraded array for a few seconds, alone and then beside a
 //    rebuild limited to --limit (md's speed_limit_min = max): the share of write throughput
 //    kept, and the rebuild's own rate meanwhile.
@@ -117,6 +119,23 @@ Result<double> direct_rebuild_io(std::span<Member* const> sources, Member& targe
   return static_cast<double>(batches * kBatch) / seconds;
 }
 
+// Bytes per second of every member's [offset, offset + size) read sequentially, all at once
+// (one thread per member, as direct_read): what a scrub, which reads every member, can reach.
+Result<double> combined_read(std::span<Member* const> members, uint64_t offset, uint64_t size) {
+  std::vector<Result<double>> each(members.size(), 0.0);
+  const double seconds = time_it([&] {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < members.size(); ++i) {
+      threads.emplace_back([&, i] { each[i] = direct_read(*members[i], offset, size); });
+    }
+    for (auto& t : threads) t.join();
+  });
+  for (const auto& r : each) {
+    if (!r) return fail(r.error());
+  }
+  return static_cast<double>(members.size() * (size / kReadRequest * kReadRequest)) / seconds;
+}
+
 // Full-stripe writes, sequential and wrapping, for `seconds`: bytes per second.
 Result<double> stripe_writes(Volume& volume, double seconds, const AlignedBuffer& data) {
   const uint64_t stripe = volume.geometry().stripe_data_size();
@@ -198,6 +217,7 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
           : fmt::format("modeled as devices of {}/s each", format_size(o.device_rate)).c_str());
 
   std::vector<double> direct, same_io, rebuild, replace, copy_io, alone, beside, limited_rate;
+  std::vector<double> all_read, scrub;
   for (unsigned pass = 0; pass < o.repeat; ++pass) {
     auto read =
         direct_read(*members[1], created->data_offset, rebuilt_bytes / kReadRequest * kReadRequest);
@@ -209,6 +229,18 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
                                 rebuilt_bytes / (4 << 20) * (4 << 20));
     if (!io) return fail_with(io.error());
     same_io.push_back(*io);
+
+    // A scrub (check only) of the whole array, idle, against every member read at once.
+    auto together = combined_read(members, created->data_offset, rebuilt_bytes);
+    if (!together) return fail_with(together.error());
+    all_read.push_back(*together);
+    (*array)->set_rebuild_speed(kUnlimited, 0);
+    const double scrub_took = time_it([&] {
+      if (auto r = (*array)->start_scrub(false); !r) std::exit(fail_with(r.error()));
+      (*array)->wait_scrub();
+    });
+    if (auto p = (*array)->scrub_progress(); p.error) return fail_with(*p.error);
+    scrub.push_back(static_cast<double>(g.stripes() * g.chunk_size() * g.members()) / scrub_took);
 
     // Idle: as fast as it goes.
     Member* target = next_device();
@@ -254,10 +286,10 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
     std::printf(
         "# pass %u: direct read %.0f MiB/s, its I/O done directly %.0f MiB/s, rebuild "
         "%.0f MiB/s, replace %.0f MiB/s, writes %.0f MiB/s alone, %.0f MiB/s beside a rebuild "
-        "at %.0f MiB/s\n",
+        "at %.0f MiB/s; every member read at once %.0f MiB/s, scrub %.0f MiB/s\n",
         pass + 1, direct.back() / (1 << 20), same_io.back() / (1 << 20), rebuild.back() / (1 << 20),
         replace.back() / (1 << 20), alone.back() / (1 << 20), beside.back() / (1 << 20),
-        limited_rate.back() / (1 << 20));
+        limited_rate.back() / (1 << 20), all_read.back() / (1 << 20), scrub.back() / (1 << 20));
   }
   const double mib = 1 << 20;
   result("rebuild.direct_read", median(direct) / mib, "MiB/s");
@@ -274,6 +306,9 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
   result("rebuild.user_share_kept", median(beside) / median(alone), "ratio");
   result("rebuild.limited_rate", median(limited_rate) / mib, "MiB/s");
   result("rebuild.limit", static_cast<double>(o.limit) / mib, "MiB/s");
+  result("scrub.combined_read", median(all_read) / mib, "MiB/s");
+  result("scrub.idle", median(scrub) / mib, "MiB/s");
+  result("scrub.idle_vs_combined_read", median(scrub) / median(all_read), "ratio");
   return (*array)->close() ? 0 : 1;
 }
 
