@@ -222,6 +222,12 @@ Result<uint64_t> Journal::newest_durable() {
   return next_sequence_ - 1;
 }
 
+Result<uint64_t> Journal::read_durable(const Apply& apply) {
+  std::lock_guard lock(mutex_);
+  if (auto s = scan_locked(apply); !s) return fail(s.error());
+  return live_.empty() ? 0 : live_.back().sequence;
+}
+
 void Journal::commit(std::vector<JournalBlock> blocks, std::function<void(Result<uint64_t>)> done) {
   std::unique_ptr<Batch> batch;
   std::vector<Refusal> refused;

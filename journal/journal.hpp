@@ -65,6 +65,10 @@ class Journal {
   // newest durable transaction (its tail's sequence - 1 when none is live). How the copies
   // of a mirrored journal are compared after a crash. Blocking.
   Result<uint64_t> newest_durable();
+  // Hands every durable transaction's blocks to `apply`, oldest first, as replay() would,
+  // and writes nothing (a read-only filesystem check reads through them). Returns the last
+  // one's sequence (0: none). The journal takes no commit after it. Blocking.
+  Result<uint64_t> read_durable(const Apply& apply);
   // The sequence of the oldest transaction the journal superblock still holds: how far
   // checkpoints got.
   uint64_t tail_sequence() const;

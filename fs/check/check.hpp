@@ -34,11 +34,15 @@ struct CheckOptions {
   std::function<void(const std::string& pass, uint64_t done, uint64_t total)> progress;
 };
 
-// One problem found: a line naming the object and what is wrong with it, and whether the
-// repair put it right.
+// One problem found: a line naming the object and what is wrong with it, whether the repair
+// put it right, and whether a preen may.
 struct Finding {
   std::string what;
   bool fixed = false;
+  // Its repair loses nothing a user could miss (a count, a bitmap, a copy taken from
+  // redundancy), so preening (-p) may make it; the others (clearing an inode, removing a
+  // name) wait for -y.
+  bool safe = true;
 };
 
 struct CheckReport {

@@ -88,13 +88,16 @@ Result<void> Checker::check_directory(uint64_t dir) {
                                                         header = *d;
                                                         return {};
                                                       });
+  if (!ok && ok.error().code != EUCLEAN) return ok;  // an I/O error proves no damage
   if (!ok) {
     found(fmt::format("directory {}: header: {}; its entries are not read (what they name is "
                       "reported unreachable)",
                       dir, ok.error().message),
           false);
+    incomplete_.push_back(dir);
     return {};
   }
+  bool whole = true;  // every bucket read: the counts below can be trusted
   std::set<std::string> names;
   uint64_t entries = 0;
   for (uint64_t bucket = 0; bucket < header.buckets(); ++bucket) {
@@ -102,6 +105,7 @@ Result<void> Checker::check_directory(uint64_t dir) {
     for (uint64_t file_block = 1 + bucket; file_block != 0;) {
       if (!seen.insert(file_block).second || seen.size() > 1'000'000) {
         found(fmt::format("directory {}: bucket {}: its overflow chain loops", dir, bucket), false);
+        whole = false;
         break;
       }
       const uint64_t self = map(file_block);
@@ -109,6 +113,7 @@ Result<void> Checker::check_directory(uint64_t dir) {
         found(fmt::format("directory {}: bucket {}: file block {} is not mapped", dir, bucket,
                           file_block),
               false);
+        whole = false;
         break;
       }
       DirBucket contents;
@@ -119,10 +124,12 @@ Result<void> Checker::check_directory(uint64_t dir) {
                            contents = std::move(*d);
                            return {};
                          });
+      if (!ok && ok.error().code != EUCLEAN) return ok;
       if (!ok) {
         found(fmt::format("directory {}: bucket {}: {}; its entries are not read", dir, bucket,
                           ok.error().message),
               false);
+        whole = false;
         break;
       }
       bool changed = false;
@@ -150,7 +157,7 @@ Result<void> Checker::check_directory(uint64_t dir) {
         }
         if (!wrong.empty()) {
           found(fmt::format("{}: {}{}", where, wrong, options_.repair ? "; removed" : ""),
-                options_.repair);
+                options_.repair, false);
           changed = true;
           continue;
         }
@@ -194,6 +201,10 @@ Result<void> Checker::check_directory(uint64_t dir) {
       }
       file_block = contents.overflow;
     }
+  }
+  if (!whole) {
+    incomplete_.push_back(dir);  // its entry count, and link counts, are not judged
+    return {};
   }
   if (header.entries != entries) {
     found(fmt::format("directory {}: header: field entries: {}, but it holds {}{}", dir,
@@ -264,7 +275,7 @@ Result<void> Checker::reconnect(uint64_t ino) {
   const std::string what = fmt::format(
       "inode {}: in use ({} links) but no name from the root reaches it", ino, info.nlink);
   if (!options_.repair) {
-    found(fmt::format("{}; it would be named {} in {}", what, name, where), false);
+    found(fmt::format("{}; it would be named {} in {}", what, name, where), false, false);
     reach(ino);  // what it holds is not reported again
     return {};
   }
@@ -272,10 +283,10 @@ Result<void> Checker::reconnect(uint64_t ino) {
   auto added = add_entry(host, name, ino, static_cast<uint8_t>((info.mode & S_IFMT) >> 12));
   if (!added) return fail(added.error());
   if (!*added) {
-    found(fmt::format("{}; {} has no room for it, left as it is", what, where), false);
+    found(fmt::format("{}; {} has no room for it, left as it is", what, where), false, false);
     return {};
   }
-  found(fmt::format("{}; named {} in {}", what, name, where), true);
+  found(fmt::format("{}; named {} in {}", what, name, where), true, false);
   ++info.names;
   children_.insert(std::lower_bound(children_.begin(), children_.end(), std::pair{host, ino}),
                    {host, ino});
@@ -333,6 +344,15 @@ Result<void> Checker::check_connectivity() {
     const bool dir = (info.mode & S_IFMT) == S_IFDIR;
     const uint64_t expected = dir ? 2 + info.subdirs : info.names;
     if (info.nlink == expected) continue;
+    if (expected < info.nlink && !incomplete_.empty()) {
+      // A directory not read whole may hold the names not counted: lowering nlink could
+      // free a file still named.
+      found(
+          fmt::format("inode {}: field nlink: {}, but {} {} that could be read; left as it is", ino,
+                      info.nlink, expected, dir ? "by its subdirectories" : "names reach it"),
+          false);
+      continue;
+    }
     found(fmt::format("inode {}: field nlink: {}, but {} {}{}", ino, info.nlink, expected,
                       dir ? "by its subdirectories" : "names reach it",
                       options_.repair ? "; set" : ""),

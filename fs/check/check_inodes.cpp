@@ -52,13 +52,32 @@ Result<void> Checker::check_inodes() {
 }
 
 Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t table) {
-  (void)table;
-  auto decoded =
-      decode_inode(std::span<const std::byte>(block.data() + slot_offset(ino), kInodeSize), ino);
+  const auto slot = [&](std::span<const std::byte> bytes) {
+    return decode_inode(bytes.subspan(slot_offset(ino), kInodeSize), ino);
+  };
+  auto decoded = slot(block.span().first(kBlockSize));
+  if (!decoded && !journal_images_.contains(table)) {
+    // This inode alone may be wrong on a member (the block as a whole was tried first).
+    auto recovered = volume_.recover_block(
+        table * kBlockSize, block.span().first(kBlockSize),
+        [&](std::span<const std::byte> bytes) { return slot(bytes).has_value(); }, options_.repair);
+    if (recovered) {
+      std::string members;
+      for (unsigned m : recovered->rewritten) {
+        members += (members.empty() ? "" : ", ") + std::to_string(m);
+      }
+      found(fmt::format("inode {} (volume block {}): wrong on member {} ({}); right in "
+                        "redundancy{}",
+                        ino, table, members, decoded.error().message,
+                        options_.repair ? ", rewritten" : ""),
+            options_.repair);
+      decoded = slot(block.span().first(kBlockSize));
+    }
+  }
   if (!decoded) {
     found(fmt::format("{}; {}", decoded.error().message,
                       options_.repair ? "cleared (the names of it go in pass 2)" : "left as it is"),
-          options_.repair);
+          options_.repair, false);
     return clear_inode(ino);
   }
   DiskInode disk = *decoded;
@@ -73,7 +92,7 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
       type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK) {
     found(fmt::format("inode {}: field mode: {:#o} is no file type{}", ino, disk.mode,
                       options_.repair ? "; cleared" : ""),
-          options_.repair);
+          options_.repair, false);
     return clear_inode(ino);
   }
 
@@ -84,9 +103,10 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
   if (disk.tree_depth == 0) {
     extents = disk.inline_extents;
   } else if (auto r = read_extent_tree(ino, disk.tree_root, disk.tree_depth, extents, held); !r) {
+    if (r.error().code != EUCLEAN) return r;  // an I/O error proves no damage
     found(fmt::format("inode {}: extent tree: {}; {}", ino, r.error().message,
                       options_.repair ? "the inode is cleared" : "left as it is"),
-          options_.repair);
+          options_.repair, false);
     return clear_inode(ino);
   }
   std::vector<Extent> kept;
@@ -109,12 +129,20 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
     const bool fixable = disk.tree_depth == 0 && options_.repair;
     found(fmt::format("inode {}: {}: {}{}", ino, describe(e), wrong,
                       fixable ? "; removed" : "; left as it is"),
-          fixable);
+          fixable, false);
     rewrite = rewrite || fixable;
     left_bad = left_bad || !fixable;
+    if (!fixable && e.length != 0) {
+      // Left in place, it still points at its blocks: those in the data area stay in use, so
+      // that a repaired bitmap does not hand them out again.
+      const uint64_t a = std::max(e.physical, sb_.data_start);
+      const uint64_t b =
+          std::min<uint64_t>(e.physical + std::min(e.length, kMaxExtentLength), sb_.total_blocks);
+      if (e.physical < sb_.total_blocks && a < b) held.emplace_back(a, b - a);
+    }
   }
   if (rewrite) disk.inline_extents = kept;
-  extents = kept;  // a bad extent claims nothing
+  extents = kept;  // a bad extent is not file data to check
 
   if (disk.xattr_block != 0) {
     const uint64_t x = disk.xattr_block;
@@ -126,12 +154,13 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
                                             return d ? Result<void>() : fail(d.error());
                                           })
                           : fail(EUCLEAN, "field xattr_block: {} outside the data area", x);
+    if (!ok && ok.error().code != EUCLEAN) return ok;
     if (ok) {
       held.emplace_back(x, 1);
     } else {
       found(fmt::format("inode {}: xattr block {}: {}{}", ino, x, ok.error().message,
                         options_.repair ? "; its xattrs are dropped" : ""),
-            options_.repair);
+            options_.repair, false);
       disk.xattr_block = 0;
       rewrite = true;
     }
@@ -149,11 +178,21 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
                               auto d = decode_symlink(i, ino, disk.size, disk.symlink_crc);
                               return d ? Result<void>() : fail(d.error());
                             });
+    if (!ok && ok.error().code != EUCLEAN) return ok;
     if (!ok) {
       found(fmt::format("inode {}: symlink: {}{}", ino, ok.error().message,
                         options_.repair ? "; cleared" : ""),
-            options_.repair);
+            options_.repair, false);
       return clear_inode(ino);
+    }
+  }
+
+  if (type == S_IFREG) {
+    const uint64_t size_blocks = (disk.size + kBlockSize - 1) / kBlockSize;
+    for (const Extent& e : extents) {
+      // Left by a truncate cut short, or a size not yet grown over data that landed: the
+      // mount after a crash frees them (so the filesystem is not marked clean here).
+      if (!e.unwritten && e.logical_end() > size_blocks) past_eof_ = true;
     }
   }
 

@@ -142,15 +142,34 @@ Result<void> Checker::check_checksums() {
         read_verified(self, table.back(), fmt::format("checksum table block {}", t),
                       [self](Image i) { return verify_block(i, BlockKind::checksums, self); });
     if (ok) continue;
+    if (ok.error().code != EUCLEAN) return ok;
+    const uint64_t first = sb_.data_start + t * kChecksumsPerBlock;
+    if (options_.repair && volume_.missing_members() == 0 &&
+        data.overlaps(first, first + kChecksumsPerBlock)) {
+      // Checksums made from the data must not bless a copy that is wrong: the stripes it
+      // describes are checked against their redundancy first.
+      const uint64_t sds = volume_.geometry().stripe_data_size();
+      const uint64_t s0 = first * kBlockSize / sds;
+      const uint64_t s1 = std::min((first + kChecksumsPerBlock) * kBlockSize, volume_.size()) / sds;
+      Volume::ScrubCounts counts;
+      if (auto r = volume_.scrub_stripes(s0, s1 - s0 + 1, false, counts); !r) return r;
+      if (counts.mismatched > 0) {
+        table_ok[t] = false;
+        found(fmt::format("checksum table block {} (volume block {}): {}; left as it is: the "
+                          "data it describes disagrees with its redundancy (scrub it first)",
+                          t, self, ok.error().message),
+              false, false);
+        continue;
+      }
+    }
     table_ok[t] = options_.repair;
     found(
         fmt::format("checksum table block {} (volume block {}): {}{}", t, self, ok.error().message,
                     options_.repair ? "; made again from the data as it is" : ""),
-        options_.repair);
+        options_.repair, false);
     if (!options_.repair) continue;
     AlignedBuffer& image = table.back();
     std::memset(image.data(), 0, kBlockSize);
-    const uint64_t first = sb_.data_start + t * kChecksumsPerBlock;
     AlignedBuffer bytes = fresh_block();
     Result<void> status;
     data.for_each(first, first + kChecksumsPerBlock, [&](uint64_t a, uint64_t z) {

@@ -74,8 +74,8 @@ Result<void> Checker::write(uint64_t b, std::span<const std::byte> image) {
   return {};
 }
 
-void Checker::found(std::string what, bool fixed) {
-  report_.findings.push_back({std::move(what), fixed});
+void Checker::found(std::string what, bool fixed, bool safe) {
+  report_.findings.push_back({std::move(what), fixed, safe});
 }
 
 Result<void> Checker::read_superblock() {
@@ -114,19 +114,21 @@ Result<void> Checker::replay_journal() {
     return {};
   }
   const uint64_t journal_end = sb_.journal_start + sb_.journal_blocks;
-  auto last =
-      (*journal)->replay([&](uint64_t target, std::span<const std::byte> data) -> Result<void> {
-        if (target == 0 || target >= sb_.total_blocks ||
-            (target >= sb_.journal_start && target < journal_end)) {
-          return fail(EUCLEAN, "a record targets block {}, outside metadata", target);
-        }
-        ++report_.journal_blocks;
-        if (!options_.repair) {
-          journal_images_[target].assign(data.begin(), data.end());
-          return {};
-        }
-        return write(target, data);
-      });
+  const Journal::Apply apply = [&](uint64_t target,
+                                   std::span<const std::byte> data) -> Result<void> {
+    if (target == 0 || target >= sb_.total_blocks ||
+        (target >= sb_.journal_start && target < journal_end)) {
+      return fail(EUCLEAN, "a record targets block {}, outside metadata", target);
+    }
+    ++report_.journal_blocks;
+    if (!options_.repair) {
+      journal_images_[target].assign(data.begin(), data.end());
+      return {};
+    }
+    return write(target, data);
+  };
+  // Read-only, the log is only read (replay() may persist a jump of its sequence).
+  auto last = options_.repair ? (*journal)->replay(apply) : (*journal)->read_durable(apply);
   if (!last) {
     found(fmt::format("metadata journal: {}; not replayed", last.error().message), false);
     return {};
@@ -146,6 +148,7 @@ Result<std::vector<bool>> Checker::read_bitmap(uint64_t start, uint64_t blocks, 
     const uint64_t self = start + b;
     auto ok = read_verified(self, block, fmt::format("{} bitmap block {}", what, b),
                             [self](Image i) { return verify_block(i, BlockKind::bitmap, self); });
+    if (!ok && ok.error().code != EUCLEAN) return fail(ok.error());
     if (!ok) {
       damaged.push_back(self);
       found(fmt::format("{} bitmap block {} (volume block {}): {}; {}", what, b, self,
@@ -191,7 +194,7 @@ Result<CheckReport> Checker::run() {
   if (auto r = check_connectivity(); !r) return fail(r.error());
   if (auto r = check_space(); !r) return fail(r.error());
   if (auto r = check_checksums(); !r) return fail(r.error());
-  if (options_.repair && report_.unfixed() == 0 && sb_.state != FsState::clean) {
+  if (options_.repair && report_.unfixed() == 0 && sb_.state != FsState::clean && !past_eof_) {
     // Replayed, orphans freed, everything put right: as a clean unmount leaves it.
     sb_.state = FsState::clean;
     AlignedBuffer block = fresh_block();

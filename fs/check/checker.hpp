@@ -47,7 +47,7 @@ class Checker {
   Result<void> read_verified(uint64_t b, AlignedBuffer& out, const std::string& what,
                              const Verify& verify);
   Result<void> write(uint64_t b, std::span<const std::byte> image);  // repair only
-  void found(std::string what, bool fixed);
+  void found(std::string what, bool fixed, bool safe = true);
   bool in_data_area(uint64_t first, uint64_t count) const {
     return first >= sb_.data_start && first <= sb_.total_blocks &&
            count <= sb_.total_blocks - first;
@@ -114,6 +114,8 @@ class Checker {
   std::vector<std::pair<uint64_t, uint64_t>> children_;  // (directory, what it names)
   std::vector<uint64_t> adopted_dirs_;  // directories adopt() took in, still to check
   uint64_t lost_found_ = 0;             // the root's "lost+found", when a directory
+  std::vector<uint64_t> incomplete_;    // directories not read whole (pass 2)
+  bool past_eof_ = false;               // written extents past a file's size (pass 1)
 };
 
 }  // namespace stripefs::fs

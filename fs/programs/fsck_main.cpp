@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ int operational(const std::string& message) {
 Result<std::vector<fs::Finding>> check_parity(Volume& volume, bool repair) {
   std::vector<fs::Finding> findings;
   if (volume.geometry().level() == RaidLevel::raid0) return findings;
+  if (const unsigned missing = volume.missing_members(); missing > 0) {
+    std::printf("note: %u member(s) missing: the parity is not checked\n", missing);
+    return findings;
+  }
   Volume::ScrubCounts counts;
   const uint64_t stripes = volume.geometry().stripes();
   for (uint64_t s = 0; s < stripes; s += 64) {
@@ -42,11 +47,11 @@ Result<std::vector<fs::Finding>> check_parity(Volume& volume, bool repair) {
       return fail(r.error());
     }
   }
-  if (counts.mismatched > counts.unrepairable) {
+  if (const uint64_t named = counts.bad_data + counts.bad_parity; named > 0) {
     findings.push_back(
-        {fmt::format("array: {} stripes disagreed with their redundancy; the bad "
-                     "chunks were named{}",
-                     counts.mismatched - counts.unrepairable, repair ? " and rewritten" : ""),
+        {fmt::format("array: {} chunks disagreed with their stripes' redundancy "
+                     "and were named bad ({} data, {} parity){}",
+                     named, counts.bad_data, counts.bad_parity, repair ? "; rewritten" : ""),
          repair});
   }
   if (counts.unrepairable > 0) {
@@ -115,6 +120,9 @@ int main(int argc, char** argv) {
   auto members = (*devices)->member_pointers();
 
   std::vector<fs::Finding> array_findings;
+  // What the assembly says of the members (one missing, stale, damaged): printed, not counted
+  // against the filesystem, which a degraded array serves as well (stripefsctl mends it).
+  std::vector<std::string> notes;
   std::unique_ptr<Volume> assembled;
   OpenedArray opened;
   Volume* volume = nullptr;
@@ -125,14 +133,12 @@ int main(int argc, char** argv) {
     auto array = open_array(members, setup);
     if (!array) return operational(array.error().message);
     opened = std::move(*array);
-    for (const std::string& note : opened->notes())
-      array_findings.push_back({"array: " + note, false});
+    notes = opened->notes();
     volume = &opened->volume();
   } else {
     auto assembly = assemble(members);
     if (!assembly) return operational(assembly.error().message);
-    for (const std::string& note : assembly->notes)
-      array_findings.push_back({"array: " + note, false});
+    notes = assembly->notes;
     const Superblock& sb = assembly->superblock;
     auto geometry =
         Geometry::create(sb.level, sb.member_count, sb.chunk_size, sb.data_size, sb.layout);
@@ -148,6 +154,9 @@ int main(int argc, char** argv) {
   }
 
   if (!preen) std::printf("fsck.stripefs %s: %s\n", STRIPEFS_VERSION, name.c_str());
+  for (const std::string& note : notes) {
+    std::printf("%s: note: array: %s\n", name.c_str(), note.c_str());
+  }
   fs::CheckOptions options;
   options.repair = repair;
   options.force = force || parity || data;
@@ -160,9 +169,32 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(done * 100 / total));
     }
   };
+  if (preen) {
+    // Preening makes only the repairs that lose nothing (Finding::safe): a check first, and
+    // the repairs only when every problem it found is of that kind.
+    fs::CheckOptions look = options;
+    look.repair = false;
+    auto first = fs::check_filesystem(*volume, look);
+    if (!first) return operational(first.error().message);
+    const bool unsafe = std::any_of(first->findings.begin(), first->findings.end(),
+                                    [](const fs::Finding& f) { return !f.safe; });
+    if (unsafe) {
+      for (const fs::Finding& f : first->findings) {
+        std::printf("%s: %s\n", name.c_str(), f.what.c_str());
+      }
+      std::printf("%s: UNEXPECTED INCONSISTENCY; RUN fsck.stripefs -y (without -a or -p)\n",
+                  name.c_str());
+      if (opened.get() != nullptr) (void)opened.close();
+      return kUncorrected;
+    }
+  }
   auto report = fs::check_filesystem(*volume, options);
   if (bar) std::fprintf(stderr, "\r\033[K");
   if (!report) return operational(report.error().message);
+  if (parity && opened.get() != nullptr) {
+    // The resync an unclean array started must not be taken for damage.
+    if (auto p = opened->wait_resync(); p.error) return operational(p.error->message);
+  }
   if (parity) {
     auto found = check_parity(*volume, repair);
     if (!found) return operational(found.error().message);

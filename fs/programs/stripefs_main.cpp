@@ -246,6 +246,8 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
         loop_status = fuse_session_loop_mt(session.get(), loop);
         fuse_loop_cfg_destroy(loop);
       }
+      // A scrub's batch holds a read epoch: the scrub stops first.
+      stop_checking();
       // Reads reply from their completions: none may outlive the session.
       (*filesystem)->wait_reads();
       fuse_session_unmount(session.get());

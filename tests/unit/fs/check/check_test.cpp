@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <functional>
 #include <string_view>
 
@@ -189,6 +190,7 @@ struct Damage {
   const char* name;
   std::function<void(Checked&)> make;
   const char* finding;
+  bool safe;  // every repair it needs may be made by a preen (-p)
 };
 
 class FsCheckDamage : public testing::TestWithParam<Damage> {};
@@ -201,6 +203,9 @@ TEST_P(FsCheckDamage, IsFoundReadOnlyWithoutWritingAndRepaired) {
   EXPECT_EQ(found.exit_code(), 4) << all(found);
   EXPECT_NE(all(found).find(GetParam().finding), std::string::npos) << all(found);
   EXPECT_EQ(c.members(), before) << "a read-only check wrote";
+  const bool safe = std::all_of(found.findings.begin(), found.findings.end(),
+                                [](const fs::Finding& f) { return f.safe; });
+  EXPECT_EQ(safe, GetParam().safe) << all(found);
   const fs::CheckReport repaired = c.check(true, true);
   EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
   ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
@@ -215,40 +220,40 @@ INSTANTIATE_TEST_SUITE_P(
                [](Checked& c) {
                  c.flip_bit(c.sb.block_bitmap_start, c.inode(c.big).inline_extents[0].physical + 3);
                },
-               "in use are marked free"},
+               "in use are marked free", true},
         Damage{"leaked_block",
                [](Checked& c) { c.flip_bit(c.sb.block_bitmap_start, c.sb.total_blocks - 9); },
-               "hold nothing"},
+               "hold nothing", true},
         Damage{"inode_in_use_marked_free",
                [](Checked& c) { c.flip_bit(c.sb.inode_bitmap_start, c.small - 1); },
-               "inode bitmap: 1 inodes ("},
+               "inode bitmap: 1 inodes (", true},
         Damage{"wrong_link_count",
                [](Checked& c) {
                  DiskInode n = c.inode(c.linked);
                  n.nlink = 7;
                  c.set_inode(c.linked, n);
                },
-               "field nlink: 7, but 2"},
+               "field nlink: 7, but 2", true},
         Damage{"wrong_directory_link_count",
                [](Checked& c) {
                  DiskInode n = c.inode(c.dir);
                  n.nlink = 2;
                  c.set_inode(c.dir, n);
                },
-               "field nlink: 2, but 3"},
+               "field nlink: 2, but 3", true},
         Damage{"damaged_inode",
                [](Checked& c) {
                  AlignedBuffer b = c.read_block(c.inode_block(c.small));
                  b.data()[Checked::slot(c.small) + 8] ^= std::byte{0xff};
                  c.write_block(c.inode_block(c.small), b);
                },
-               "field checksum"},
+               "field checksum", false},
         Damage{"free_slot_still_named",
                [](Checked& c) {
                  DiskInode empty;
                  c.set_inode(c.small, empty);
                },
-               "its slot is free"},
+               "its slot is free", false},
         Damage{"entry_type",
                [](Checked& c) {
                  auto [self, bucket] = c.bucket_with(kRootInode, "big");
@@ -257,7 +262,7 @@ INSTANTIATE_TEST_SUITE_P(
                  }
                  c.set_bucket(self, bucket);
                },
-               "field type: 4"},
+               "field type: 4", true},
         Damage{"entry_to_a_free_inode",
                [](Checked& c) {
                  auto [self, bucket] = c.bucket_with(kRootInode, "short");
@@ -266,45 +271,45 @@ INSTANTIATE_TEST_SUITE_P(
                  }
                  c.set_bucket(self, bucket);
                },
-               "it would be named #"},
+               "it would be named #", false},
         Damage{"directory_parent",
                [](Checked& c) {
                  DiskInode n = c.inode(c.sub);
                  n.parent = kRootInode;
                  c.set_inode(c.sub, n);
                },
-               "field parent: 1"},
+               "field parent: 1", true},
         Damage{"block_count",
                [](Checked& c) {
                  DiskInode n = c.inode(c.big);
                  n.blocks += 5;
                  c.set_inode(c.big, n);
                },
-               "field blocks"},
+               "field blocks", true},
         Damage{"extent_outside_the_data_area",
                [](Checked& c) {
                  DiskInode n = c.inode(c.small);
                  n.inline_extents.push_back({1000, c.sb.total_blocks + 5, 1, false});
                  c.set_inode(c.small, n);
                },
-               "outside the data area"},
+               "outside the data area", false},
         Damage{"directory_block_wrong_on_one_member",
                [](Checked& c) { c.corrupt_on_member(c.bucket_with(c.sub, "f7").first); },
-               "right in redundancy"},
+               "right in redundancy", true},
         Damage{"inode_table_block_wrong_on_one_member",
-               [](Checked& c) { c.corrupt_on_member(c.inode_block(c.big)); },
-               "right in redundancy"},
+               [](Checked& c) { c.corrupt_on_member(c.inode_block(c.big)); }, "right in redundancy",
+               true},
         Damage{
             "file_data_wrong_on_one_member",
             [](Checked& c) { c.corrupt_on_member(c.inode(c.big).inline_extents[0].physical + 17); },
-            "file block 17"},
+            "file block 17", true},
         Damage{"checksum_table_block",
                [](Checked& c) {
                  AlignedBuffer b = c.read_block(c.sb.checksum_start);
                  b.data()[2000] ^= std::byte{1};
                  c.write_block(c.sb.checksum_start, b);
                },
-               "checksum table block 0"}),
+               "checksum table block 0", false}),
     [](const testing::TestParamInfo<Damage>& info) { return std::string(info.param.name); });
 
 // An orphan: unlinked while open when the daemon stopped. The check frees it as a mount
@@ -356,6 +361,40 @@ TEST(FsCheck, AMountHealsASuperblockWrongOnOneMember) {
   EXPECT_TRUE(c.t.read(c.big, 0, kBig) == c.big_data);
   c.unmount();
   EXPECT_EQ(c.check(false).exit_code(), 0) << "the member was not rewritten";
+}
+
+// A bad extent inside an extent tree is left (only inline ones are removed), and the blocks
+// it points at stay in use: a repaired bitmap must not hand them out again.
+TEST(FsCheck, ABadExtentInATreeIsLeftAndItsBlocksStayInUse) {
+  Checked c;
+  c.t.mount();
+  const uint64_t ino = c.t.create(kRootInode, "fragmented");
+  for (uint64_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(c.t.write(ino, i * (1 << 20), pattern(kBlockSize, 40 + i)).has_value());
+    ASSERT_TRUE(c.t.fs->sync().has_value());
+  }
+  c.unmount();
+  const DiskInode n = c.inode(ino);
+  ASSERT_EQ(n.tree_depth, 1u) << "the file should need an extent tree";
+  AlignedBuffer leaf = c.read_block(n.tree_root);
+  auto extents = fs::decode_extent_leaf(c.span(leaf), n.tree_root);
+  ASSERT_TRUE(extents.has_value());
+  ASSERT_GE(extents->size(), 6u);
+  const uint64_t physical = extents->back().physical;
+  extents->back().logical = fs::kMaxFileSize / kBlockSize;  // past the largest file
+  fs::encode_extent_leaf(*extents, n.tree_root, c.span(leaf));
+  c.write_block(n.tree_root, leaf);
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 4) << all(repaired);
+  EXPECT_NE(all(repaired).find("past the largest file; left as it is"), std::string::npos)
+      << all(repaired);
+  EXPECT_EQ(all(repaired).find("hold nothing"), std::string::npos) << all(repaired);
+  // Its block is still marked in use.
+  const uint64_t self = c.sb.block_bitmap_start + physical / fs::kBitsPerBitmapBlock;
+  AlignedBuffer bitmap = c.read_block(self);
+  const uint64_t bit = physical % fs::kBitsPerBitmapBlock;
+  EXPECT_NE(std::to_integer<int>(bitmap.data()[fs::kHeaderSize + bit / 8] >> (bit % 8)) & 1, 0)
+      << all(repaired) << " block " << physical;
 }
 
 // Two files claiming one block: nothing says which is right, so it is reported and left.
