@@ -79,6 +79,12 @@ class Level {
   // the data rule that out. `scratch`: two chunks.
   virtual parity::Located locate(std::span<std::byte* const> slots, std::span<std::byte> scratch,
                                  size_t chunk) const;
+  // Whether the set agrees with itself (locate() would say consistent), at the least cost:
+  // parity checked in one pass without writing it, copies compared.
+  virtual bool consistent(std::span<std::byte* const> slots, std::span<std::byte> scratch,
+                          size_t chunk) const {
+    return locate(slots, scratch, chunk).kind == parity::Located::Kind::consistent;
+  }
   // Rebuilds the slots listed in `missing` (of the same set, `chunk` bytes each) in place
   // from the others. Fails when more are missing than the level can rebuild.
   virtual Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,

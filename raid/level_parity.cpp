@@ -76,6 +76,10 @@ class ParityLevel final : public Level {
     if (geometry_.parity_chunks() == 2) return parity::locate_raid6(slots, scratch, chunk);
     return Level::locate(slots, scratch, chunk);  // RAID5: P cannot say which chunk
   }
+  bool consistent(std::span<std::byte* const> slots, std::span<std::byte>,
+                  size_t chunk) const override {
+    return parity::consistent(slots, geometry_.parity_chunks(), chunk);
+  }
   Result<void> rebuild(std::span<std::byte* const> slots, std::span<const unsigned> missing,
                        size_t chunk) const override {
     return parity::recover(slots, geometry_.parity_chunks(), missing, chunk);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <vector>
 
 namespace stripefs::parity {
@@ -86,6 +87,22 @@ void generate(std::span<std::byte* const> data, std::byte* p, std::byte* q, size
   }
   vectors[k + 1] = q;
   pq_gen(static_cast<int>(k + 2), static_cast<int>(length), vectors.data());
+}
+
+bool consistent(std::span<std::byte* const> chunks, unsigned parity_count, size_t length) {
+  const size_t k = chunks.size() - parity_count;
+  if (k < 2) {
+    // isa-l needs two sources: with one, P = Q = D.
+    for (size_t i = k; i < chunks.size(); ++i) {
+      if (std::memcmp(chunks[i], chunks[0], length) != 0) return false;
+    }
+    return true;
+  }
+  std::array<void*, kMaxVectors> vectors;
+  std::copy_n(chunks.begin(), chunks.size(), vectors.begin());
+  const int n = static_cast<int>(chunks.size());
+  return (parity_count == 2 ? pq_check(n, static_cast<int>(length), vectors.data())
+                            : xor_check(n, static_cast<int>(length), vectors.data())) == 0;
 }
 
 void xor_into(std::byte* dest, const std::byte* src, size_t length) {

@@ -16,6 +16,11 @@ namespace stripefs::parity {
 // P (and Q when q != nullptr) of data[0..k).
 void generate(std::span<std::byte* const> data, std::byte* p, std::byte* q, size_t length);
 
+// Whether P (and Q) match the data: `chunks` holds the k data chunks, P and, when
+// parity_count is 2, Q, as read. One pass over them, nothing written (isa-l's xor_check,
+// pq_check): what a scrub asks of every stripe.
+bool consistent(std::span<std::byte* const> chunks, unsigned parity_count, size_t length);
+
 // dest ^= src.
 void xor_into(std::byte* dest, const std::byte* src, size_t length);
 // q ^= g^data_index * delta: the Q update of a read-modify-write.

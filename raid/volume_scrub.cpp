@@ -75,18 +75,12 @@ class StripeJudge {
         }
       }
     }
-    if (f.failed == 0 &&
-        level_.locate(slots, scratch_, chunk).kind == parity::Located::Kind::consistent) {
-      return f;
-    }
+    if (f.failed == 0 && level_.consistent(slots, scratch_, chunk)) return f;
     f.mismatched = true;
     std::vector<std::byte*> row_slots(n);
     for (uint64_t r = 0; r < rows; ++r) {
       for (unsigned i = 0; i < n; ++i) row_slots[i] = slots[i] + r * row_;
-      if (!row_fails[r] &&
-          level_.locate(row_slots, scratch_, row_).kind == parity::Located::Kind::consistent) {
-        continue;
-      }
+      if (!row_fails[r] && level_.consistent(row_slots, scratch_, row_)) continue;
       if (!name_bad(stripe, r, row_slots)) {
         if (f.unresolved_rows++ == 0) f.first_unresolved = r;
         continue;
@@ -116,9 +110,7 @@ class StripeJudge {
 
   // Whether the row agrees with itself and none of its data fails its check.
   bool passes(uint64_t stripe, uint64_t r, std::span<std::byte* const> row_slots) const {
-    if (level_.locate(row_slots, scratch_, row_).kind != parity::Located::Kind::consistent) {
-      return false;
-    }
+    if (!level_.consistent(row_slots, scratch_, row_)) return false;
     if (check_ == nullptr) return true;
     for (unsigned i = 0; i < row_slots.size(); ++i) {
       if (holds_data(i) && verdict(stripe, i, r, row_slots[i]) == ScrubBatch::Verdict::bad) {

@@ -101,6 +101,25 @@ TEST(Parity, Raid6RecoversEveryPair) {
 
 // The syndromes name the one bad chunk of a RAID6 stripe, whichever it is (data, P or Q),
 // and no chunk when two are bad; a stripe that is right is found so.
+// The scrub's one-pass check: a stripe as generated passes; a single flipped bit in any chunk,
+// data, P or Q, at the start, the middle or the last byte, fails it.
+TEST(Parity, ConsistentIsTrueExactlyWhenParityMatches) {
+  for (unsigned parities : {1u, 2u}) {
+    for (unsigned k : {1u, 2u, 3u, 6u}) {
+      Stripe stripe(k, parities, 70 + k);
+      ASSERT_TRUE(parity::consistent(stripe.chunks, parities, kLength)) << k << "+" << parities;
+      for (unsigned bad = 0; bad < k + parities; ++bad) {
+        for (size_t at : {size_t{0}, kLength / 2, kLength - 1}) {
+          stripe.chunks[bad][at] ^= std::byte{0x10};
+          EXPECT_FALSE(parity::consistent(stripe.chunks, parities, kLength))
+              << k << "+" << parities << " chunk " << bad << " byte " << at;
+          stripe.chunks[bad][at] ^= std::byte{0x10};
+        }
+      }
+    }
+  }
+}
+
 TEST(Parity, Raid6LocatesASingleBadChunk) {
   for (unsigned k : {1u, 3u, 6u}) {
     Stripe stripe(k, 2, 40 + k);
