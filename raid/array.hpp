@@ -117,9 +117,12 @@ struct RebuildProgress {
 struct ScrubProgress {
   bool running = false;
   bool repair = false;
-  uint64_t done = 0;       // stripes checked
-  uint64_t total = 0;      // stripes of the array
-  bool checksums = false;  // data blocks were checked against the layer above's checksums
+  uint64_t done = 0;          // stripes checked (from `first` on)
+  uint64_t total = 0;         // stripes of the array
+  uint64_t first = 0;         // where it started: 0, or where a scrub cut short had got to
+  bool before_mount = false;  // the last scrub of an earlier run of the array (from the
+                              // superblock: `ended` and the counts, nothing else)
+  bool checksums = false;     // data blocks were checked against the layer above's checksums
   Volume::ScrubCounts counts;
   double seconds = 0;    // spent so far (or in all, once ended)
   bool stopped = false;  // ended early on request or by a close
@@ -240,16 +243,27 @@ class Array {
   // Starts a scrub of every stripe in the background, paced by the rebuild's speed limits;
   // with `repair`, bad chunks the level can name are rewritten. Refused (EAGAIN) while a
   // member is out of service, and (EBUSY) while a scrub, a resync, a rebuild or a replace
-  // runs. A member failing meanwhile ends it with an error.
+  // runs. A member failing meanwhile ends it with an error. Every few seconds how far it
+  // got is recorded in the superblocks: a scrub cut short by a close (an unmount) or a crash
+  // is resumed from there by resume_scrub(); one stopped on request or finished is not. A
+  // finished scrub records when it ended and its counts (ScrubProgress::before_mount).
   Result<void> start_scrub(bool repair);
-  // Stops a running scrub (its figures so far kept) and waits for it to end.
+  // Starts again, from its checkpoint and with its repair setting, a scrub the array's last
+  // run cut short (after set_scrub_checker, so that it checks what it checked before).
+  // False when there is none; a refusal (a member out of service, say) is logged, and the
+  // checkpoint kept.
+  bool resume_scrub();
+  // Stops a running scrub (its figures so far kept) and waits for it to end; it is not
+  // resumed.
   void stop_scrub();
+  // The running scrub, else the last since the open, else the last the superblocks record.
   ScrubProgress scrub_progress() const;
   // Waits for the running scrub, if any, to end. Blocking.
   ScrubProgress wait_scrub();
   // What scrubs check data blocks against from now on (the filesystem's checksums), or
-  // nullptr: nothing but redundancy. A running scrub is stopped first; `checker` must stay
-  // until it is replaced.
+  // nullptr: nothing but redundancy. A running scrub is stopped first, its checkpoint kept
+  // (resume_scrub() goes on with it: the filesystem's unmount is such a stop); `checker`
+  // must stay until it is replaced.
   void set_scrub_checker(ScrubChecker* checker);
   // Queues again the roles whose rebuild stopped short (a read error on a source, say) and
   // returns them; empty when every role being rebuilt is queued already.
@@ -399,12 +413,19 @@ class Array {
   std::thread rebuild_thread_;
   // The scrub (array_scrub.cpp): its own thread, paced as the rebuild is. scrub_mutex_ is
   // taken before rebuild_mutex_ and resync_mutex_, never after.
-  void scrub_loop(bool repair, ScrubChecker* checker);
+  void scrub_loop(bool repair, ScrubChecker* checker, uint64_t from);
+  Result<void> start_scrub_from(bool repair, uint64_t from);
+  // Stops a running scrub; with `keep`, its checkpoint stays for the next open (a close).
+  void halt_scrub(bool keep);
+  // The scrub's place (kNoScrub: none to resume) and, once one finished, its end and counts,
+  // into master_ and the superblocks.
+  void record_scrub(uint64_t checkpoint, bool repair, const ScrubProgress* finished);
   mutable std::mutex scrub_mutex_;
   ScrubChecker* scrub_checker_ = nullptr;  // under scrub_mutex_
   std::condition_variable scrub_cv_;
   ScrubProgress scrub_;
   std::atomic<bool> scrub_stopping_{false};  // set under scrub_mutex_; read by pace() too
+  std::atomic<bool> scrub_keep_{false};      // the stop is a close's: the checkpoint stays
   std::thread scrub_thread_;
   std::atomic<uint64_t> speed_min_{16u << 20};
   std::atomic<uint64_t> speed_max_{0};

@@ -1,6 +1,7 @@
 // The scrub as a background task: Volume::scrub_stripes over the whole array, a round of
 // stripes at a time, paced by the rebuild's speed limits (md runs check and repair at the
-// same sync speed), its counts kept for status.
+// same sync speed), its counts kept for status. How far it got is checkpointed in the
+// superblocks, as a rebuild's is (ZFS resumes a scrub after an export or a reboot too).
 #include <algorithm>
 
 #include "raid/array.hpp"
@@ -8,7 +9,34 @@
 
 namespace stripefs {
 
+namespace {
+
+constexpr auto kScrubCheckpointEvery = std::chrono::seconds(5);
+
+}  // namespace
+
 Result<void> Array::start_scrub(bool repair) {
+  return start_scrub_from(repair, 0);
+}
+
+bool Array::resume_scrub() {
+  uint64_t from;
+  bool repair;
+  {
+    std::lock_guard lock(mutex_);
+    from = master_.scrub_checkpoint;
+    repair = (master_.scrub_flags & Superblock::kScrubRepair) != 0;
+  }
+  if (from == kNoScrub) return false;
+  if (auto r = start_scrub_from(repair, std::min(from, volume_->geometry().stripes())); !r) {
+    raid_log().warn("array {}: the scrub cut short at stripe {} is not resumed: {}",
+                    format_uuid(superblock().array_uuid), from, r.error().message);
+    return false;
+  }
+  return true;
+}
+
+Result<void> Array::start_scrub_from(bool repair, uint64_t from) {
   if (volume_->geometry().level() == RaidLevel::raid0) {
     return fail(EINVAL, "RAID0 keeps no redundancy: there is nothing to scrub");
   }
@@ -30,23 +58,51 @@ Result<void> Array::start_scrub(bool repair) {
   scrub_.repair = repair;
   scrub_.checksums = scrub_checker_ != nullptr;
   scrub_.total = volume_->geometry().stripes();
+  scrub_.first = scrub_.done = from;
   scrub_stopping_ = false;
-  raid_log().info("array {}: scrub started{}", format_uuid(superblock().array_uuid),
-                  repair ? " (repairing)" : "");
-  scrub_thread_ =
-      std::thread([this, repair, checker = scrub_checker_] { scrub_loop(repair, checker); });
+  scrub_keep_ = false;
+  if (from == 0) {
+    raid_log().info("array {}: scrub started{}", format_uuid(superblock().array_uuid),
+                    repair ? " (repairing)" : "");
+  } else {
+    raid_log().info("array {}: scrub resumed at stripe {} of {}{}",
+                    format_uuid(superblock().array_uuid), from, scrub_.total,
+                    repair ? " (repairing)" : "");
+  }
+  scrub_thread_ = std::thread(
+      [this, repair, from, checker = scrub_checker_] { scrub_loop(repair, checker, from); });
   return {};
 }
 
-void Array::scrub_loop(bool repair, ScrubChecker* checker) {
+void Array::record_scrub(uint64_t checkpoint, bool repair, const ScrubProgress* finished) {
+  std::lock_guard lock(mutex_);
+  if (closed_) return;
+  master_.scrub_checkpoint = checkpoint;
+  master_.scrub_flags = checkpoint != kNoScrub && repair ? Superblock::kScrubRepair : 0;
+  if (finished != nullptr) {
+    master_.last_scrub = superblock_time();
+    master_.last_scrub_mismatched = finished->counts.mismatched;
+    master_.last_scrub_repaired = finished->counts.repaired;
+    master_.last_scrub_unrepairable = finished->counts.unrepairable;
+  }
+  ++master_.events;
+  if (auto w = write_superblocks(); !w) {
+    raid_log().error("array {}: recording the scrub: {}", format_uuid(master_.array_uuid),
+                     w.error().message);
+  }
+}
+
+void Array::scrub_loop(bool repair, ScrubChecker* checker, uint64_t from) {
   const Geometry& g = volume_->geometry();
   const uint64_t stripes = g.stripes();
   const auto started = std::chrono::steady_clock::now();
+  auto checkpointed = started;
   Pacing pacing = start_pacing();
   Result<void> status;
   bool stopped = false;
+  record_scrub(from, repair, nullptr);  // a crash from here on resumes it
   if (checker != nullptr) status = checker->begin(scrub_stopping_);
-  for (uint64_t stripe = 0; stripe < stripes && status;) {
+  for (uint64_t stripe = from; stripe < stripes && status;) {
     stopped = scrub_stopping_.load();
     {
       std::lock_guard lock(rebuild_mutex_);
@@ -78,17 +134,29 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker) {
     }
     if (!status) break;
     stripe += count;
+    if (std::chrono::steady_clock::now() - checkpointed >= kScrubCheckpointEvery) {
+      record_scrub(stripe, repair, nullptr);
+      checkpointed = std::chrono::steady_clock::now();
+    }
     pace(pacing, count * g.chunk_size(), &scrub_stopping_);
   }
   if (checker != nullptr) checker->end();
   ScrubProgress ended;
   {
     std::lock_guard lock(scrub_mutex_);
-    scrub_.running = false;
-    scrub_.stopped = stopped;
-    if (!status) scrub_.error = status.error();
-    scrub_.ended = std::chrono::system_clock::now();
     ended = scrub_;
+  }
+  ended.running = false;
+  ended.stopped = stopped;
+  if (!status) ended.error = status.error();
+  ended.ended = std::chrono::system_clock::now();
+  // A close's stop keeps the checkpoint for the next open; a stop on request, a failure or
+  // the end clears it, and the end records itself. Recorded before anyone waiting hears.
+  const bool finished = status && !stopped;
+  record_scrub(stopped && scrub_keep_ ? ended.done : kNoScrub, repair, finished ? &ended : nullptr);
+  {
+    std::lock_guard lock(scrub_mutex_);
+    scrub_ = ended;
   }
   scrub_cv_.notify_all();
   const std::string array = format_uuid(superblock().array_uuid);
@@ -110,9 +178,14 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker) {
 }
 
 void Array::stop_scrub() {
+  halt_scrub(false);
+}
+
+void Array::halt_scrub(bool keep) {
   std::thread thread;
   {
     std::lock_guard lock(scrub_mutex_);
+    scrub_keep_ = keep;
     scrub_stopping_ = true;
     thread = std::move(scrub_thread_);
   }
@@ -132,12 +205,25 @@ void Array::set_scrub_checker(ScrubChecker* checker) {
     std::lock_guard lock(scrub_mutex_);
     scrub_checker_ = checker;
   }
-  stop_scrub();  // one started before has the old checker
+  halt_scrub(true);  // one started before has the old checker; resume_scrub() goes on
 }
 
 ScrubProgress Array::scrub_progress() const {
+  Superblock recorded;
+  {
+    std::lock_guard master(mutex_);  // alone: never under scrub_mutex_
+    recorded = master_;
+  }
   std::lock_guard lock(scrub_mutex_);
-  return scrub_;
+  if (scrub_.running || scrub_.ended || recorded.last_scrub == 0) return scrub_;
+  ScrubProgress last;
+  last.before_mount = true;
+  last.total = last.done = volume_->geometry().stripes();
+  last.ended = std::chrono::system_clock::from_time_t(static_cast<std::time_t>(recorded.last_scrub));
+  last.counts.mismatched = recorded.last_scrub_mismatched;
+  last.counts.repaired = recorded.last_scrub_repaired;
+  last.counts.unrepairable = recorded.last_scrub_unrepairable;
+  return last;
 }
 
 ScrubProgress Array::wait_scrub() {

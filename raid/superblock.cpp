@@ -176,6 +176,13 @@ void encode_superblock(const Superblock& sb, std::span<std::byte, kSuperblockSiz
   for (size_t role = 0; role < sb.member_states.size(); ++role) {
     put_le(out, sl::kMemberStates + role, static_cast<uint8_t>(sb.member_states[role]));
   }
+  put_le(out, sl::kScrubCheckpoint,
+         sb.scrub_checkpoint == kNoScrub ? uint64_t{0} : sb.scrub_checkpoint + 1);
+  put_le(out, sl::kScrubFlags, sb.scrub_flags);
+  put_le(out, sl::kLastScrub, sb.last_scrub);
+  put_le(out, sl::kLastScrubMismatched, sb.last_scrub_mismatched);
+  put_le(out, sl::kLastScrubRepaired, sb.last_scrub_repaired);
+  put_le(out, sl::kLastScrubUnrepairable, sb.last_scrub_unrepairable);
   ondisk::seal(out, sl::kChecksum);
 }
 
@@ -227,6 +234,13 @@ Result<Superblock> decode_superblock(std::span<const std::byte, kSuperblockSize>
     sb.member_states[role] =
         static_cast<MemberState>(get_le<uint8_t>(in, sl::kMemberStates + role));
   }
+  const auto scrub = get_le<uint64_t>(in, sl::kScrubCheckpoint);
+  sb.scrub_checkpoint = scrub == 0 ? kNoScrub : scrub - 1;
+  sb.scrub_flags = get_le<uint32_t>(in, sl::kScrubFlags);
+  sb.last_scrub = get_le<uint64_t>(in, sl::kLastScrub);
+  sb.last_scrub_mismatched = get_le<uint64_t>(in, sl::kLastScrubMismatched);
+  sb.last_scrub_repaired = get_le<uint64_t>(in, sl::kLastScrubRepaired);
+  sb.last_scrub_unrepairable = get_le<uint64_t>(in, sl::kLastScrubUnrepairable);
   if (auto ok = check_fields(sb, where); !ok) return fail(std::move(ok.error()));
   return sb;
 }

@@ -7,7 +7,8 @@
 //   ------  -----  ------------------------------------------------------------------------
 //        0      4  magic                0x53545046 (bytes 46 50 54 53 on disk)
 //        4      2  version_major        1; a reader refuses a major it does not know
-//        6      2  version_minor        0; a reader accepts any minor (compatible additions)
+//        6      2  version_minor        1; a reader accepts any minor (compatible additions;
+//                                       minor 1 added the scrub's fields at 264..311)
 //        8     16  array_uuid
 //       24     16  member_uuid
 //       40     32  label                UTF-8, NUL-padded (no terminator when 32 bytes long)
@@ -37,7 +38,17 @@
 //      176      8  journal_size         0: no journal on this member
 //      184     16  journal_device_uuid  zero unless the journal lives on a separate device
 //      200     64  member_states        one MemberState byte per role
-//      264   3828  reserved
+//      264      8  scrub_checkpoint     1 + the stripes a scrub cut short by a stop of the
+//                                       array (or a crash) had checked: it resumes there;
+//                                       0: no scrub to resume (as minor 0 left it)
+//      272      4  scrub_flags          bit 0: that scrub repairs
+//      276      4  reserved
+//      280      8  last_scrub           when the last whole scrub ended (seconds since
+//                                       the epoch); 0: none yet
+//      288      8  last_scrub_mismatched  its stripes that disagreed, ...
+//      296      8  last_scrub_repaired    ... were repaired, ...
+//      304      8  last_scrub_unrepairable  ... and could not be
+//      312   3780  reserved
 //     4092      4  checksum             CRC-32C (Castagnoli) of bytes [0, 4092)
 //
 // The checksum is the standard CRC-32C (check value 0xe3069283 for "123456789"), so any
@@ -64,9 +75,10 @@ constexpr uint64_t kSuperblockOffset = 4096;
 constexpr size_t kSuperblockSize = 4096;
 constexpr uint32_t kSuperblockMagic = 0x53545046;
 constexpr uint16_t kSuperblockMajor = 1;
-constexpr uint16_t kSuperblockMinor = 0;
+constexpr uint16_t kSuperblockMinor = 1;
 constexpr size_t kLabelSize = 32;
 constexpr uint64_t kNotRebuilding = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kNoScrub = std::numeric_limits<uint64_t>::max();
 constexpr uint16_t kSpareRole = 0xffff;
 
 // Byte offsets of each field inside the 4 KiB block; see the table above.
@@ -96,7 +108,14 @@ constexpr size_t kJournalOffset = 168;
 constexpr size_t kJournalSize = 176;
 constexpr size_t kJournalDeviceUuid = 184;
 constexpr size_t kMemberStates = 200;
-constexpr size_t kReserved = kMemberStates + Geometry::kMaxMembers;  // zero up to kChecksum
+constexpr size_t kScrubCheckpoint = 264;
+constexpr size_t kScrubFlags = 272;
+constexpr size_t kLastScrub = 280;
+constexpr size_t kLastScrubMismatched = 288;
+constexpr size_t kLastScrubRepaired = 296;
+constexpr size_t kLastScrubUnrepairable = 304;
+constexpr size_t kReserved = 312;  // zero up to kChecksum
+static_assert(kMemberStates + Geometry::kMaxMembers <= kScrubCheckpoint);
 constexpr size_t kChecksum = kSuperblockSize - 4;
 
 static_assert(kReserved <= kChecksum, "superblock fields overflow the 4 KiB block");
@@ -132,6 +151,11 @@ struct Superblock {
   uint64_t journal_size = 0;
   Uuid journal_device_uuid{};
   std::array<MemberState, Geometry::kMaxMembers> member_states{};  // indexed by role
+  static constexpr uint32_t kScrubRepair = 1u << 0;
+  uint64_t scrub_checkpoint = kNoScrub;
+  uint32_t scrub_flags = 0;
+  uint64_t last_scrub = 0;
+  uint64_t last_scrub_mismatched = 0, last_scrub_repaired = 0, last_scrub_unrepairable = 0;
 
   bool clean() const { return (flags & kFlagClean) != 0; }
   void set_clean(bool clean) { flags = clean ? flags | kFlagClean : flags & ~kFlagClean; }

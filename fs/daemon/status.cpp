@@ -61,7 +61,8 @@ json task_json(Array& array) {
   }
   const ScrubProgress scrub = array.scrub_progress();
   if (scrub.running) {
-    const double rate = scrub.seconds > 0 ? scrub.done * g.chunk_size() / scrub.seconds : 0.0;
+    const double rate =
+        scrub.seconds > 0 ? (scrub.done - scrub.first) * g.chunk_size() / scrub.seconds : 0.0;
     const uint64_t done = scrub.done * g.chunk_size(), total = scrub.total * g.chunk_size();
     return {
         {"kind", scrub.repair ? "scrub (repair)" : "scrub"},
@@ -117,6 +118,8 @@ nlohmann::json scrub_json(Array& array) {
           {"verified_blocks", p.counts.verified_blocks},
           {"checksum_failures", p.counts.checksum_failures},
           {"checksums", p.checksums},
+          {"resumed_from", p.first},
+          {"before_mount", p.before_mount},
           {"bad_chunks", bad},
           {"seconds", p.seconds},
           {"stopped", p.stopped},

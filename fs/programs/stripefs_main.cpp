@@ -186,6 +186,8 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   // Scrubs check file data against its checksums while the filesystem is there.
   std::unique_ptr<ScrubChecker> scrub_checker = fs_ref.scrub_checker();
   array_ref.set_scrub_checker(scrub_checker.get());
+  // A scrub the last unmount (or a crash) cut short goes on from its checkpoint.
+  array_ref.resume_scrub();
   const auto stop_checking = [&] {
     array_ref.set_scrub_checker(nullptr);
     scrub_checker.reset();

@@ -121,9 +121,22 @@ void print_scrub(const json& scrub, const char* indent) {
     return;
   }
   const bool repair = scrub["repair"].get<bool>();
+  if (scrub.value("before_mount", false)) {
+    // What the superblocks recorded of the last scrub of an earlier mount.
+    std::printf(
+        "%sscrub: the last one finished %s (before this mount): %llu inconsistent, %llu "
+        "repaired, %llu unrepairable\n",
+        indent, scrub["ended"].get<std::string>().c_str(),
+        scrub["mismatched"].get<unsigned long long>(), scrub["repaired"].get<unsigned long long>(),
+        scrub["unrepairable"].get<unsigned long long>());
+    return;
+  }
   std::string when;
   if (scrub["running"].get<bool>()) {
     when = repair ? "running (repairing)" : "running";
+    if (const auto from = scrub.value("resumed_from", uint64_t{0}); from > 0) {
+      when += ", resumed at stripe " + std::to_string(from);
+    }
   } else {
     when = std::string(scrub["error"].is_string()     ? "failed"
                        : scrub["stopped"].get<bool>() ? "stopped"

@@ -83,6 +83,41 @@ TEST_P(ScrubAtLevel, BadRequestsAreRefusedWithOneLine) {
   }
 }
 
+// An unmount cuts a slow scrub short; the next mount resumes it from its checkpoint (status
+// says where), and once it has finished, a later mount still shows when it ended.
+TEST_P(ScrubAtLevel, AScrubCutShortByAnUnmountResumesAtTheNextMount) {
+  start(GetParam(), "speed_limit_min=2M,speed_limit_max=2M");
+  const Ctl started = ctl("scrub start");
+  ASSERT_EQ(started.status, 0) << started.out;
+  // Past the first checkpoint (every 5 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(6500));
+  const nlohmann::json before = status()["scrub"];
+  ASSERT_TRUE(before["running"].get<bool>()) << before.dump(2);
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+  const nlohmann::json resumed = status()["scrub"];
+  ASSERT_TRUE(resumed.is_object()) << status().dump(2);
+  EXPECT_TRUE(resumed["running"].get<bool>()) << resumed.dump(2);
+  EXPECT_GT(resumed["resumed_from"].get<uint64_t>(), 0u) << resumed.dump(2);
+  EXPECT_LE(resumed["resumed_from"].get<uint64_t>(), before["done"].get<uint64_t>());
+  const Ctl human = ctl("scrub status");
+  EXPECT_NE(human.out.find("resumed at stripe"), std::string::npos) << human.out;
+  ASSERT_EQ(ctl("speed", "--min 1G --max 0").status, 0);
+  const Ctl waited = ctl("scrub status --wait");
+  EXPECT_EQ(waited.status, 0) << waited.out;
+  const Status again_down = fs_.unmount();
+  ASSERT_TRUE(again_down) << again_down.error();
+  const Status again_up = fs_.mount();
+  ASSERT_TRUE(again_up) << again_up.error();
+  const nlohmann::json last = status()["scrub"];
+  EXPECT_TRUE(last["before_mount"].get<bool>()) << last.dump(2);
+  EXPECT_FALSE(last["running"].get<bool>()) << "a finished scrub was resumed";
+  const Ctl shown = ctl("status");
+  EXPECT_NE(shown.out.find("(before this mount)"), std::string::npos) << shown.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(, ScrubAtLevel, testing::Values(Level{"5", 4}, Level{"6", 5}),
                          [](const testing::TestParamInfo<Level>& info) {
                            return std::string("raid") + info.param.level;

@@ -127,5 +127,69 @@ TEST(ArrayScrub, IsRefusedOnRaid0AndEndsAtClose) {
   EXPECT_TRUE(ended.stopped);
 }
 
+// A scrub cut short by a close is checkpointed in the superblocks and resumed after the next
+// open from where it got to, with its repair setting; it finds what lies past the
+// checkpoint, and when it ends the checkpoint goes and its end and counts stay (also for
+// status after a later open). A scrub stopped on request is not resumed.
+TEST(ArrayScrub, AScrubCutShortByACloseResumesAtTheNextOpen) {
+  Scrubbing s;
+  const uint64_t stripes = s.array->volume().geometry().stripes();
+  const unsigned member = s.corrupt(stripes - 2, 1);  // past where the first run stops
+  s.array->set_rebuild_speed(4 * kChunk, 4 * kChunk);
+  ASSERT_TRUE(s.array->start_scrub(true));
+  while (s.array->scrub_progress().done < 4) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(s.array->close());
+  const ScrubProgress cut = s.array->scrub_progress();
+  EXPECT_TRUE(cut.stopped);
+  ASSERT_LT(cut.done, stripes);
+  auto sb = read_superblock(*s.media.members()[0]);
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sb->scrub_checkpoint, cut.done);
+  EXPECT_EQ(sb->scrub_flags, Superblock::kScrubRepair);
+  EXPECT_EQ(sb->last_scrub, 0u);
+
+  s.array.reset();
+  auto opened = Array::open(s.media.members());
+  ASSERT_TRUE(opened) << opened.error().message;
+  s.array = std::move(*opened);
+  ASSERT_TRUE(s.array->resume_scrub());
+  const ScrubProgress resumed = s.array->wait_scrub();
+  EXPECT_FALSE(resumed.error);
+  EXPECT_TRUE(resumed.repair);
+  EXPECT_EQ(resumed.first, cut.done);
+  EXPECT_EQ(resumed.done, stripes);
+  EXPECT_EQ(resumed.counts.stripes, stripes - cut.done) << "the checked part was done again";
+  EXPECT_EQ(resumed.counts.repaired, 1u);
+  EXPECT_EQ(resumed.counts.bad_chunks[member], 1u);
+  EXPECT_FALSE(s.array->resume_scrub()) << "a finished scrub is resumed";
+  ASSERT_TRUE(s.array->close());
+  sb = read_superblock(*s.media.members()[0]);
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sb->scrub_checkpoint, kNoScrub);
+  EXPECT_GT(sb->last_scrub, 0u);
+  EXPECT_EQ(sb->last_scrub_repaired, 1u);
+
+  // After another open, status shows the last scrub from the superblocks.
+  s.array.reset();
+  opened = Array::open(s.media.members());
+  ASSERT_TRUE(opened) << opened.error().message;
+  s.array = std::move(*opened);
+  const ScrubProgress last = s.array->scrub_progress();
+  EXPECT_TRUE(last.before_mount);
+  EXPECT_FALSE(last.running);
+  ASSERT_TRUE(last.ended);
+  EXPECT_EQ(last.counts.repaired, 1u);
+  // Stopped on request: nothing to resume.
+  s.array->set_rebuild_speed(kChunk, kChunk);
+  ASSERT_TRUE(s.array->start_scrub(false));
+  s.array->stop_scrub();
+  ASSERT_TRUE(s.array->close());
+  sb = read_superblock(*s.media.members()[0]);
+  ASSERT_TRUE(sb);
+  EXPECT_EQ(sb->scrub_checkpoint, kNoScrub);
+}
+
 }  // namespace
 }  // namespace stripefs

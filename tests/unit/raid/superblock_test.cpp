@@ -58,6 +58,12 @@ Superblock populated() {
   sb.member_states[2] = MemberState::missing;
   sb.member_states[4] = MemberState::rebuilding;
   sb.member_states[63] = MemberState::faulty;
+  sb.scrub_checkpoint = 77;
+  sb.scrub_flags = Superblock::kScrubRepair;
+  sb.last_scrub = 1'700'000'900;
+  sb.last_scrub_mismatched = 5;
+  sb.last_scrub_repaired = 4;
+  sb.last_scrub_unrepairable = 1;
   return sb;
 }
 
@@ -99,6 +105,12 @@ TEST(Superblock, RoundTripsEveryField) {
   EXPECT_EQ(out->journal_size, in.journal_size);
   EXPECT_EQ(out->journal_device_uuid, in.journal_device_uuid);
   EXPECT_EQ(out->member_states, in.member_states);
+  EXPECT_EQ(out->scrub_checkpoint, in.scrub_checkpoint);
+  EXPECT_EQ(out->scrub_flags, in.scrub_flags);
+  EXPECT_EQ(out->last_scrub, in.last_scrub);
+  EXPECT_EQ(out->last_scrub_mismatched, in.last_scrub_mismatched);
+  EXPECT_EQ(out->last_scrub_repaired, in.last_scrub_repaired);
+  EXPECT_EQ(out->last_scrub_unrepairable, in.last_scrub_unrepairable);
   EXPECT_EQ(*out, in);
   EXPECT_TRUE(out->clean());
   EXPECT_TRUE(out->rebuilding());
@@ -129,6 +141,32 @@ TEST(Superblock, PopulatedDiffersFromDefaultInEveryField) {
   EXPECT_NE(p.journal_size, d.journal_size);
   EXPECT_NE(p.journal_device_uuid, d.journal_device_uuid);
   EXPECT_NE(p.member_states, d.member_states);
+  EXPECT_NE(p.scrub_checkpoint, d.scrub_checkpoint);
+  EXPECT_NE(p.scrub_flags, d.scrub_flags);
+  EXPECT_NE(p.last_scrub, d.last_scrub);
+  EXPECT_NE(p.last_scrub_mismatched, d.last_scrub_mismatched);
+  EXPECT_NE(p.last_scrub_repaired, d.last_scrub_repaired);
+  EXPECT_NE(p.last_scrub_unrepairable, d.last_scrub_unrepairable);
+}
+
+// Minor 0 wrote zeros where minor 1 keeps the scrub's fields: no scrub to resume, none
+// recorded.
+TEST(Superblock, AMinorZeroSuperblockHasNoScrubToResume) {
+  Superblock sb = populated();
+  sb.scrub_checkpoint = kNoScrub;
+  sb.scrub_flags = 0;
+  sb.last_scrub = sb.last_scrub_mismatched = sb.last_scrub_repaired = 0;
+  sb.last_scrub_unrepairable = 0;
+  Block block = encoded(sb);
+  for (size_t at = sl::kScrubCheckpoint; at < sl::kReserved; ++at) {
+    ASSERT_EQ(block[at], std::byte{0}) << "byte " << at;
+  }
+  put<uint16_t>(block, sl::kVersionMinor, 0);
+  reseal(block);
+  auto out = decode_superblock(block, kWhere);
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->scrub_checkpoint, kNoScrub);
+  EXPECT_EQ(out->last_scrub, 0u);
 }
 
 // Pins the on-disk format: fields at their documented offsets, little-endian, reserved
@@ -141,7 +179,7 @@ TEST(Superblock, EncodesDocumentedLayout) {
   EXPECT_EQ(block[2], std::byte{0x54});
   EXPECT_EQ(block[3], std::byte{0x53});
   EXPECT_EQ(get<uint16_t>(block, sl::kVersionMajor), 1);
-  EXPECT_EQ(get<uint16_t>(block, sl::kVersionMinor), 0);
+  EXPECT_EQ(get<uint16_t>(block, sl::kVersionMinor), 1);
   EXPECT_EQ(block[sl::kArrayUuid], std::byte{0x10});
   EXPECT_EQ(block[sl::kMemberUuid + 15], std::byte{0xaf});
   EXPECT_EQ(std::memcmp(block.data() + sl::kLabel, sb.label.data(), sb.label.size()), 0);
@@ -157,6 +195,10 @@ TEST(Superblock, EncodesDocumentedLayout) {
   EXPECT_EQ(get<uint64_t>(block, sl::kRebuildCheckpoint), 123u * 4096);
   EXPECT_EQ(block[sl::kMemberStates + 2], std::byte{2});
   EXPECT_EQ(block[sl::kMemberStates + 4], std::byte{3});
+  EXPECT_EQ(get<uint64_t>(block, sl::kScrubCheckpoint), 78u) << "1 + the checkpoint";
+  EXPECT_EQ(get<uint32_t>(block, sl::kScrubFlags), 1u);
+  EXPECT_EQ(get<uint64_t>(block, sl::kLastScrub), 1'700'000'900u);
+  EXPECT_EQ(get<uint64_t>(block, sl::kLastScrubUnrepairable), 1u);
   for (size_t at : {size_t{94}, size_t{95}, size_t{100}, size_t{103}, size_t{132}, size_t{135}}) {
     EXPECT_EQ(block[at], std::byte{0}) << "padding byte " << at;
   }
@@ -256,8 +298,8 @@ TEST_P(SuperblockDamage, IsRejectedNamingMemberFieldAndValue) {
 const Damage kDamages[] = {
     {"magic", sl::kMagic, 4, 0x12345678, ENODATA, "no stripefs superblock", "magic 0x12345678"},
     {"zero_magic", sl::kMagic, 4, 0, ENODATA, "no stripefs superblock", "magic 0x00000000"},
-    {"major_0", sl::kVersionMajor, 2, 0, EINVAL, "not supported", "version 0.0"},
-    {"major_2", sl::kVersionMajor, 2, 2, EINVAL, "not supported", "version 2.0"},
+    {"major_0", sl::kVersionMajor, 2, 0, EINVAL, "not supported", "version 0.1"},
+    {"major_2", sl::kVersionMajor, 2, 2, EINVAL, "not supported", "version 2.1"},
     {"level_2", sl::kLevel, 1, 2, EINVAL, "not a RAID level", "level 2"},
     {"level_4", sl::kLevel, 1, 4, EINVAL, "not a RAID level", "level 4"},
     {"level_11", sl::kLevel, 1, 11, EINVAL, "not a RAID level", "level 11"},
