@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "mounted/operations_fixture.hpp"
@@ -227,6 +229,54 @@ TEST_P(ChecksumAtLevel, AScrubNamesAWrongBlockOnEachMemberByItsChecksumAndRepair
   for (const Place& p : chosen) {
     EXPECT_TRUE(holds_block(p)) << "member " << p.member << " was not rewritten";
   }
+  ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
+}
+
+// Parity wrong beside file data that passes its checksums: the scrub names the parity (every
+// parity chunk of the row, on RAID6: P and Q are the members that hold none of the row's
+// data), rewrites it from the data, and the next scrub is clean.
+TEST_P(ChecksumAtLevel, AScrubNamesWrongParityBesideGoodDataAndRewritesIt) {
+  const std::string level = GetParam().level;
+  if (level != "5" && level != "6") GTEST_SKIP() << "no parity at RAID" << level;
+  const unsigned parity = level == "6" ? 2 : 1;
+  const unsigned members = GetParam().members;
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  // A row whose every data chunk holds file data: the members without a block there hold
+  // its parity.
+  std::map<uint64_t, std::set<unsigned>> rows;
+  for (const Place& p : places()) rows[p.offset].insert(p.member);
+  std::optional<uint64_t> row;
+  for (const auto& [offset, holders] : rows) {
+    if (holders.size() == members - parity) {
+      row = offset;
+      break;
+    }
+  }
+  ASSERT_TRUE(row) << "no row of whole file data";
+  std::vector<Place> parity_places;
+  for (unsigned m = 0; m < members; ++m) {
+    if (rows[*row].contains(m)) continue;
+    parity_places.push_back({m, *row, 0});
+    ASSERT_NO_FATAL_FAILURE(corrupt(parity_places.back()));
+  }
+  ASSERT_EQ(parity_places.size(), parity);
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+  const Ctl run = ctl("scrub start --repair --wait");
+  EXPECT_EQ(run.status, 0) << run.out;
+  const nlohmann::json scrub = status()["scrub"];
+  EXPECT_EQ(scrub["bad_parity"], parity) << scrub.dump(2);
+  EXPECT_EQ(scrub["bad_data"], 0) << scrub.dump(2);
+  EXPECT_EQ(scrub["unrepairable"], 0) << scrub.dump(2);
+  EXPECT_EQ(scrub["checksum_failures"], 0) << scrub.dump(2);
+  EXPECT_EQ(scrub["repaired"], 1) << scrub.dump(2);
+  const Ctl again = ctl("scrub start --wait");
+  EXPECT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(status()["scrub"]["mismatched"], 0);
+  EXPECT_TRUE(same_bytes(read_file(path("f")), data_));
+  const Status down = fs_.unmount();
+  ASSERT_TRUE(down) << down.error();
   ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
 }
 
