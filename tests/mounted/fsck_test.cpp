@@ -14,27 +14,13 @@
 #include <thread>
 
 #include "mounted/array_check.hpp"
+#include "mounted/command.hpp"
 #include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {
 
 namespace fsys = std::filesystem;
-
-struct Command {
-  int status;  // the exit code
-  std::string output;
-};
-
-Command run(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  char buffer[4096];
-  size_t n;
-  while (pipe != nullptr && (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  const int status = pipe != nullptr ? pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 class Fsck : public ::testing::Test {
  protected:
@@ -75,18 +61,7 @@ class Fsck : public ::testing::Test {
     ASSERT_EQ(c.status, 0) << c.output;
     ASSERT_TRUE(wait_for_daemon_exit());
   }
-  bool wait_for_daemon_exit() {
-    const std::string m0 = dir_ + "/m0";
-    for (int i = 0; i < 600; ++i) {
-      const int fd = ::open(m0.c_str(), O_RDONLY);
-      if (fd < 0) return true;
-      const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
-      ::close(fd);
-      if (free) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  }
+  bool wait_for_daemon_exit() { return wait_for_unlock(dir_ + "/m0"); }
   Command fsck(const std::string& flags) {
     return run(std::string(STRIPEFS_FSCK_PATH) + " " + flags + " '" + source_ + "'");
   }
