@@ -24,7 +24,8 @@ namespace {
 
 using namespace stripefs;
 
-constexpr int kCorrected = 1, kUncorrected = 4, kOperational = 8, kUsage = 16;
+// e2fsck's exit codes this program decides itself (0 and 1 come from the report too).
+constexpr int kUncorrected = 4, kOperational = 8, kUsage = 16;
 
 int operational(const std::string& message) {
   std::fprintf(stderr, "fsck.stripefs: %s\n", message.c_str());
@@ -229,6 +230,5 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(report->unfixed()),
                 repair ? "" : "; run fsck.stripefs -y to repair what can be");
   }
-  (void)kCorrected;
   return code;
 }
