@@ -222,7 +222,7 @@ Array::Array(Superblock master, std::vector<Member*> by_role, std::vector<Uuid> 
 }
 
 Array::~Array() {
-  halt_scrub(true);
+  close_scrub();
   stop_rebuild();
   wait_resync();
   if (!closed_) {
@@ -431,8 +431,8 @@ void Array::record_loop() {
 
 Result<void> Array::close() {
   if (closed_) return {};
-  halt_scrub(true);  // its checkpoint recorded: resume_scrub() after the next open
-  stop_rebuild();    // its checkpoint recorded: the next open resumes it
+  close_scrub();   // its checkpoint recorded: resume_scrub() after the next open
+  stop_rebuild();  // its checkpoint recorded: the next open resumes it
   // Clean means consistent: an unfinished resync must complete first.
   const ResyncProgress resync = wait_resync();
   auto flushed = volume_->flush();

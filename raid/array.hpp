@@ -249,9 +249,10 @@ class Array {
   // finished scrub records when it ended and its counts (ScrubProgress::before_mount).
   Result<void> start_scrub(bool repair);
   // Starts again, from its checkpoint and with its repair setting, a scrub the array's last
-  // run cut short (after set_scrub_checker, so that it checks what it checked before).
-  // False when there is none; a refusal (a member out of service, say) is logged, and the
-  // checkpoint kept.
+  // run cut short (after set_scrub_checker, so that it checks what it checked before); after
+  // a crash, once the resync the open started has finished. False when there is none; a
+  // refusal (a member out of service, a rebuild running) is logged, and the checkpoint kept
+  // for the next open.
   bool resume_scrub();
   // Stops a running scrub (its figures so far kept) and waits for it to end; it is not
   // resumed.
@@ -414,18 +415,24 @@ class Array {
   // The scrub (array_scrub.cpp): its own thread, paced as the rebuild is. scrub_mutex_ is
   // taken before rebuild_mutex_ and resync_mutex_, never after.
   void scrub_loop(bool repair, ScrubChecker* checker, uint64_t from);
-  Result<void> start_scrub_from(bool repair, uint64_t from);
+  Result<void> start_scrub_from(bool repair, uint64_t from, const Volume::ScrubCounts& so_far);
   // Stops a running scrub; with `keep`, its checkpoint stays for the next open (a close).
   void halt_scrub(bool keep);
+  // The array closes: the scrub stops, its checkpoint kept, and none starts any more.
+  void close_scrub();
   // The scrub's place (kNoScrub: none to resume) and, once one finished, its end and counts,
   // into master_ and the superblocks.
-  void record_scrub(uint64_t checkpoint, bool repair, const ScrubProgress* finished);
+  // `so_far`: its counts up to there (kept with the checkpoint, a resume goes on from them).
+  void record_scrub(uint64_t checkpoint, bool repair, const Volume::ScrubCounts& so_far,
+                    bool finished);
   mutable std::mutex scrub_mutex_;
   ScrubChecker* scrub_checker_ = nullptr;  // under scrub_mutex_
   std::condition_variable scrub_cv_;
   ScrubProgress scrub_;
-  std::atomic<bool> scrub_stopping_{false};  // set under scrub_mutex_; read by pace() too
-  std::atomic<bool> scrub_keep_{false};      // the stop is a close's: the checkpoint stays
+  std::atomic<bool> scrub_stopping_{false};      // set under scrub_mutex_; read by pace() too
+  std::atomic<bool> scrub_keep_{false};          // the stop is a close's: the checkpoint stays
+  bool scrub_closing_ = false;                   // under scrub_mutex_: no scrub starts any more
+  std::atomic<bool> scrub_after_resync_{false};  // resume_scrub() waits for the resync
   std::thread scrub_thread_;
   std::atomic<uint64_t> speed_min_{16u << 20};
   std::atomic<uint64_t> speed_max_{0};

@@ -52,9 +52,12 @@ void Array::resync(std::vector<std::pair<uint64_t, uint64_t>> stripe_ranges) {
       intent_->resynced(begin, std::min(end, volume_->geometry().member_data_size()));
     }
   }
-  std::lock_guard lock(resync_mutex_);
-  resync_.finished = true;
-  raid_log().info("resync done: {} stripes checked, {} repaired", resync_.done, resync_.repaired);
+  {
+    std::lock_guard lock(resync_mutex_);
+    resync_.finished = true;
+    raid_log().info("resync done: {} stripes checked, {} repaired", resync_.done, resync_.repaired);
+  }
+  if (scrub_after_resync_.exchange(false)) resume_scrub();  // a scrub the crash cut short
 }
 
 ResyncProgress Array::resync_progress() const {

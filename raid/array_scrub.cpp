@@ -16,19 +16,29 @@ constexpr auto kScrubCheckpointEvery = std::chrono::seconds(5);
 }  // namespace
 
 Result<void> Array::start_scrub(bool repair) {
-  return start_scrub_from(repair, 0);
+  return start_scrub_from(repair, 0, {});
 }
 
 bool Array::resume_scrub() {
   uint64_t from;
   bool repair;
+  Volume::ScrubCounts so_far;
   {
     std::lock_guard lock(mutex_);
     from = master_.scrub_checkpoint;
     repair = (master_.scrub_flags & Superblock::kScrubRepair) != 0;
+    so_far.mismatched = master_.scrub_mismatched;
+    so_far.repaired = master_.scrub_repaired;
+    so_far.unrepairable = master_.scrub_unrepairable;
   }
   if (from == kNoScrub) return false;
-  if (auto r = start_scrub_from(repair, std::min(from, volume_->geometry().stripes())); !r) {
+  if (!resync_progress().finished) {
+    // After a crash: the resync goes first, and its end starts this (Array::resync).
+    scrub_after_resync_ = true;
+    if (!resync_progress().finished || !scrub_after_resync_.exchange(false)) return true;
+  }
+  if (auto r = start_scrub_from(repair, std::min(from, volume_->geometry().stripes()), so_far);
+      !r) {
     raid_log().warn("array {}: the scrub cut short at stripe {} is not resumed: {}",
                     format_uuid(superblock().array_uuid), from, r.error().message);
     return false;
@@ -36,7 +46,8 @@ bool Array::resume_scrub() {
   return true;
 }
 
-Result<void> Array::start_scrub_from(bool repair, uint64_t from) {
+Result<void> Array::start_scrub_from(bool repair, uint64_t from,
+                                     const Volume::ScrubCounts& so_far) {
   if (volume_->geometry().level() == RaidLevel::raid0) {
     return fail(EINVAL, "RAID0 keeps no redundancy: there is nothing to scrub");
   }
@@ -44,6 +55,7 @@ Result<void> Array::start_scrub_from(bool repair, uint64_t from) {
     return fail(EAGAIN, "a scrub needs every member; {} out of service (rebuild first)", missing);
   }
   std::lock_guard lock(scrub_mutex_);
+  if (scrub_closing_) return fail(EBUSY, "the array is closing");
   if (scrub_.running) {
     return fail(EBUSY, "a scrub is running already ({} of {} stripes checked)", scrub_.done,
                 scrub_.total);
@@ -59,6 +71,7 @@ Result<void> Array::start_scrub_from(bool repair, uint64_t from) {
   scrub_.checksums = scrub_checker_ != nullptr;
   scrub_.total = volume_->geometry().stripes();
   scrub_.first = scrub_.done = from;
+  scrub_.counts = so_far;
   scrub_stopping_ = false;
   scrub_keep_ = false;
   if (from == 0) {
@@ -74,16 +87,21 @@ Result<void> Array::start_scrub_from(bool repair, uint64_t from) {
   return {};
 }
 
-void Array::record_scrub(uint64_t checkpoint, bool repair, const ScrubProgress* finished) {
+void Array::record_scrub(uint64_t checkpoint, bool repair, const Volume::ScrubCounts& so_far,
+                         bool finished) {
   std::lock_guard lock(mutex_);
   if (closed_) return;
   master_.scrub_checkpoint = checkpoint;
-  master_.scrub_flags = checkpoint != kNoScrub && repair ? Superblock::kScrubRepair : 0;
-  if (finished != nullptr) {
+  const bool pending = checkpoint != kNoScrub;
+  master_.scrub_flags = pending && repair ? Superblock::kScrubRepair : 0;
+  master_.scrub_mismatched = pending ? so_far.mismatched : 0;
+  master_.scrub_repaired = pending ? so_far.repaired : 0;
+  master_.scrub_unrepairable = pending ? so_far.unrepairable : 0;
+  if (finished) {
     master_.last_scrub = superblock_time();
-    master_.last_scrub_mismatched = finished->counts.mismatched;
-    master_.last_scrub_repaired = finished->counts.repaired;
-    master_.last_scrub_unrepairable = finished->counts.unrepairable;
+    master_.last_scrub_mismatched = so_far.mismatched;
+    master_.last_scrub_repaired = so_far.repaired;
+    master_.last_scrub_unrepairable = so_far.unrepairable;
   }
   ++master_.events;
   if (auto w = write_superblocks(); !w) {
@@ -100,7 +118,12 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker, uint64_t from) {
   Pacing pacing = start_pacing();
   Result<void> status;
   bool stopped = false;
-  record_scrub(from, repair, nullptr);  // a crash from here on resumes it
+  Volume::ScrubCounts so_far;
+  {
+    std::lock_guard lock(scrub_mutex_);
+    so_far = scrub_.counts;
+  }
+  record_scrub(from, repair, so_far, false);  // a crash from here on resumes it
   if (checker != nullptr) status = checker->begin(scrub_stopping_);
   for (uint64_t stripe = from; stripe < stripes && status;) {
     stopped = scrub_stopping_.load();
@@ -135,7 +158,11 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker, uint64_t from) {
     if (!status) break;
     stripe += count;
     if (std::chrono::steady_clock::now() - checkpointed >= kScrubCheckpointEvery) {
-      record_scrub(stripe, repair, nullptr);
+      {
+        std::lock_guard lock(scrub_mutex_);
+        so_far = scrub_.counts;
+      }
+      record_scrub(stripe, repair, so_far, false);
       checkpointed = std::chrono::steady_clock::now();
     }
     pace(pacing, count * g.chunk_size(), &scrub_stopping_);
@@ -153,7 +180,7 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker, uint64_t from) {
   // A close's stop keeps the checkpoint for the next open; a stop on request, a failure or
   // the end clears it, and the end records itself. Recorded before anyone waiting hears.
   const bool finished = status && !stopped;
-  record_scrub(stopped && scrub_keep_ ? ended.done : kNoScrub, repair, finished ? &ended : nullptr);
+  record_scrub(stopped && scrub_keep_ ? ended.done : kNoScrub, repair, ended.counts, finished);
   {
     std::lock_guard lock(scrub_mutex_);
     scrub_ = ended;
@@ -181,11 +208,20 @@ void Array::stop_scrub() {
   halt_scrub(false);
 }
 
+void Array::close_scrub() {
+  {
+    std::lock_guard lock(scrub_mutex_);
+    scrub_closing_ = true;  // nothing starts after this (a resync's end, say)
+  }
+  halt_scrub(true);
+}
+
 void Array::halt_scrub(bool keep) {
   std::thread thread;
   {
     std::lock_guard lock(scrub_mutex_);
-    scrub_keep_ = keep;
+    // A stop on request wins over a close's that follows it: that scrub is not resumed.
+    scrub_keep_ = scrub_stopping_ ? scrub_keep_ && keep : keep;
     scrub_stopping_ = true;
     thread = std::move(scrub_thread_);
   }
@@ -219,7 +255,8 @@ ScrubProgress Array::scrub_progress() const {
   ScrubProgress last;
   last.before_mount = true;
   last.total = last.done = volume_->geometry().stripes();
-  last.ended = std::chrono::system_clock::from_time_t(static_cast<std::time_t>(recorded.last_scrub));
+  last.ended =
+      std::chrono::system_clock::from_time_t(static_cast<std::time_t>(recorded.last_scrub));
   last.counts.mismatched = recorded.last_scrub_mismatched;
   last.counts.repaired = recorded.last_scrub_repaired;
   last.counts.unrepairable = recorded.last_scrub_unrepairable;

@@ -183,6 +183,9 @@ void encode_superblock(const Superblock& sb, std::span<std::byte, kSuperblockSiz
   put_le(out, sl::kLastScrubMismatched, sb.last_scrub_mismatched);
   put_le(out, sl::kLastScrubRepaired, sb.last_scrub_repaired);
   put_le(out, sl::kLastScrubUnrepairable, sb.last_scrub_unrepairable);
+  put_le(out, sl::kScrubMismatched, sb.scrub_mismatched);
+  put_le(out, sl::kScrubRepaired, sb.scrub_repaired);
+  put_le(out, sl::kScrubUnrepairable, sb.scrub_unrepairable);
   ondisk::seal(out, sl::kChecksum);
 }
 
@@ -241,6 +244,9 @@ Result<Superblock> decode_superblock(std::span<const std::byte, kSuperblockSize>
   sb.last_scrub_mismatched = get_le<uint64_t>(in, sl::kLastScrubMismatched);
   sb.last_scrub_repaired = get_le<uint64_t>(in, sl::kLastScrubRepaired);
   sb.last_scrub_unrepairable = get_le<uint64_t>(in, sl::kLastScrubUnrepairable);
+  sb.scrub_mismatched = get_le<uint64_t>(in, sl::kScrubMismatched);
+  sb.scrub_repaired = get_le<uint64_t>(in, sl::kScrubRepaired);
+  sb.scrub_unrepairable = get_le<uint64_t>(in, sl::kScrubUnrepairable);
   if (auto ok = check_fields(sb, where); !ok) return fail(std::move(ok.error()));
   return sb;
 }

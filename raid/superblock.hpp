@@ -8,7 +8,7 @@
 //        0      4  magic                0x53545046 (bytes 46 50 54 53 on disk)
 //        4      2  version_major        1; a reader refuses a major it does not know
 //        6      2  version_minor        1; a reader accepts any minor (compatible additions;
-//                                       minor 1 added the scrub's fields at 264..311)
+//                                       minor 1 added the scrub's fields at 264..335)
 //        8     16  array_uuid
 //       24     16  member_uuid
 //       40     32  label                UTF-8, NUL-padded (no terminator when 32 bytes long)
@@ -48,7 +48,10 @@
 //      288      8  last_scrub_mismatched  its stripes that disagreed, ...
 //      296      8  last_scrub_repaired    ... were repaired, ...
 //      304      8  last_scrub_unrepairable  ... and could not be
-//      312   3780  reserved
+//      312      8  scrub_mismatched     what the scrub to resume had found so far: stripes
+//      320      8  scrub_repaired       that disagreed, were repaired, and could not be
+//      328      8  scrub_unrepairable   (its counts go on from these)
+//      336   3756  reserved
 //     4092      4  checksum             CRC-32C (Castagnoli) of bytes [0, 4092)
 //
 // The checksum is the standard CRC-32C (check value 0xe3069283 for "123456789"), so any
@@ -114,7 +117,10 @@ constexpr size_t kLastScrub = 280;
 constexpr size_t kLastScrubMismatched = 288;
 constexpr size_t kLastScrubRepaired = 296;
 constexpr size_t kLastScrubUnrepairable = 304;
-constexpr size_t kReserved = 312;  // zero up to kChecksum
+constexpr size_t kScrubMismatched = 312;
+constexpr size_t kScrubRepaired = 320;
+constexpr size_t kScrubUnrepairable = 328;
+constexpr size_t kReserved = 336;  // zero up to kChecksum
 static_assert(kMemberStates + Geometry::kMaxMembers <= kScrubCheckpoint);
 constexpr size_t kChecksum = kSuperblockSize - 4;
 
@@ -156,6 +162,7 @@ struct Superblock {
   uint32_t scrub_flags = 0;
   uint64_t last_scrub = 0;
   uint64_t last_scrub_mismatched = 0, last_scrub_repaired = 0, last_scrub_unrepairable = 0;
+  uint64_t scrub_mismatched = 0, scrub_repaired = 0, scrub_unrepairable = 0;  // so far
 
   bool clean() const { return (flags & kFlagClean) != 0; }
   void set_clean(bool clean) { flags = clean ? flags | kFlagClean : flags & ~kFlagClean; }

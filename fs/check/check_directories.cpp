@@ -52,7 +52,7 @@ Result<void> Checker::check_directories() {
 Result<bool> Checker::adopt(uint64_t ino) {
   if (ino == 0 || ino > sb_.inode_count || inode_bits_[ino - 1]) return false;
   AlignedBuffer block = fresh_block();
-  if (auto r = read(table_block(ino), block); !r) return fail(r.error());
+  if (auto r = load_table_block(table_block(ino), block, false); !r) return fail(r.error());
   auto disk =
       decode_inode(std::span<const std::byte>(block.data() + slot_offset(ino), kInodeSize), ino);
   if (!disk || disk->mode == 0) return false;
@@ -181,7 +181,7 @@ Result<void> Checker::check_directory(uint64_t dir) {
             target->parent = dir;
             if (options_.repair) {
               AlignedBuffer slot = fresh_block();
-              if (auto r = read(table_block(e.ino), slot); !r) return r;
+              if (auto r = load_table_block(table_block(e.ino), slot, false); !r) return r;
               auto disk = decode_inode(
                   std::span<const std::byte>(slot.data() + slot_offset(e.ino), kInodeSize), e.ino);
               if (!disk) return fail(disk.error());
@@ -294,7 +294,7 @@ Result<void> Checker::reconnect(uint64_t ino) {
     ++inodes_[host].subdirs;
     info.parent = host;
     AlignedBuffer slot = fresh_block();
-    if (auto r = read(table_block(ino), slot); !r) return r;
+    if (auto r = load_table_block(table_block(ino), slot, false); !r) return r;
     auto disk =
         decode_inode(std::span<const std::byte>(slot.data() + slot_offset(ino), kInodeSize), ino);
     if (!disk) return fail(disk.error());
@@ -359,7 +359,7 @@ Result<void> Checker::check_connectivity() {
           options_.repair);
     if (!options_.repair) continue;
     AlignedBuffer slot = fresh_block();
-    if (auto r = read(table_block(ino), slot); !r) return r;
+    if (auto r = load_table_block(table_block(ino), slot, false); !r) return r;
     auto disk =
         decode_inode(std::span<const std::byte>(slot.data() + slot_offset(ino), kInodeSize), ino);
     if (!disk) return fail(disk.error());

@@ -29,21 +29,7 @@ Result<void> Checker::check_inodes() {
     if (!inode_bits_[ino - 1]) continue;
     const uint64_t table = table_block(ino);
     if (table != loaded) {
-      // Checked as a whole: every inode in use in it must decode. A block that does not is
-      // looked for in redundancy; failing that, each inode is judged alone below.
-      const uint64_t first = (table - sb_.inode_table_start) * kInodesPerBlock + 1;
-      auto whole = read_verified(
-          table, block, fmt::format("inode table block {}", table - sb_.inode_table_start),
-          [&](Image i) -> Result<void> {
-            for (uint64_t n = first; n < first + kInodesPerBlock && n <= sb_.inode_count; ++n) {
-              if (!inode_bits_[n - 1]) continue;
-              if (auto d = decode_inode(i.subspan(slot_offset(n), kInodeSize), n); !d) {
-                return fail(d.error());
-              }
-            }
-            return {};
-          });
-      if (!whole && whole.error().code != EUCLEAN) return whole;
+      if (auto r = load_table_block(table, block, true); !r) return r;
       loaded = table;
     }
     if (auto r = check_inode(ino, block, table); !r) return r;
@@ -52,28 +38,9 @@ Result<void> Checker::check_inodes() {
 }
 
 Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t table) {
-  const auto slot = [&](std::span<const std::byte> bytes) {
-    return decode_inode(bytes.subspan(slot_offset(ino), kInodeSize), ino);
-  };
-  auto decoded = slot(block.span().first(kBlockSize));
-  if (!decoded && !journal_images_.contains(table)) {
-    // This inode alone may be wrong on a member (the block as a whole was tried first).
-    auto recovered = volume_.recover_block(
-        table * kBlockSize, block.span().first(kBlockSize),
-        [&](std::span<const std::byte> bytes) { return slot(bytes).has_value(); }, options_.repair);
-    if (recovered) {
-      std::string members;
-      for (unsigned m : recovered->rewritten) {
-        members += (members.empty() ? "" : ", ") + std::to_string(m);
-      }
-      found(fmt::format("inode {} (volume block {}): wrong on member {} ({}); right in "
-                        "redundancy{}",
-                        ino, table, members, decoded.error().message,
-                        options_.repair ? ", rewritten" : ""),
-            options_.repair);
-      decoded = slot(block.span().first(kBlockSize));
-    }
-  }
+  (void)table;
+  auto decoded =
+      decode_inode(std::span<const std::byte>(block.data() + slot_offset(ino), kInodeSize), ino);
   if (!decoded) {
     found(fmt::format("{}; {}", decoded.error().message,
                       options_.repair ? "cleared (the names of it go in pass 2)" : "left as it is"),
@@ -272,10 +239,46 @@ Result<void> Checker::read_extent_tree(uint64_t ino, uint64_t block, uint32_t le
   return {};
 }
 
+Result<void> Checker::load_table_block(uint64_t table, AlignedBuffer& out, bool report) {
+  if (auto r = read(table, out); !r) return r;
+  if (journal_images_.contains(table)) return {};  // the journal's image is the truth
+  const uint64_t first = (table - sb_.inode_table_start) * kInodesPerBlock + 1;
+  bool patched = false;
+  AlignedBuffer other = fresh_block();
+  for (uint64_t n = first; n < first + kInodesPerBlock && n <= sb_.inode_count; ++n) {
+    const bool in_use = inode_bits_[n - 1] || (n < inodes_.size() && inodes_[n].mode != 0);
+    const auto slot = [n](std::span<const std::byte> bytes) {
+      return decode_inode(bytes.subspan(slot_offset(n), kInodeSize), n);
+    };
+    auto decoded = slot(out.span().first(kBlockSize));
+    if (!in_use || decoded) continue;
+    // This inode alone, looked for in redundancy (the other copies, parity), nothing written:
+    // only its own slot is taken, so a neighbour wrong on another copy is not taken along.
+    auto recovered = volume_.recover_block(
+        table * kBlockSize, other.span().first(kBlockSize),
+        [&](std::span<const std::byte> bytes) { return slot(bytes).has_value(); }, false);
+    if (!recovered) continue;  // damaged everywhere: judged by check_inode
+    std::memcpy(out.data() + slot_offset(n), other.data() + slot_offset(n), kInodeSize);
+    patched = true;
+    if (!report) continue;
+    std::string members;
+    for (unsigned m : recovered->rewritten) {
+      members += (members.empty() ? "" : ", ") + std::to_string(m);
+    }
+    found(fmt::format("inode {} (volume block {}): wrong on member {} ({}); right in "
+                      "redundancy{}",
+                      n, table, members, decoded.error().message,
+                      options_.repair ? ", rewritten" : ""),
+          options_.repair);
+  }
+  if (patched && report && options_.repair) return write(table, out.span().first(kBlockSize));
+  return {};
+}
+
 Result<void> Checker::rewrite_inode(uint64_t ino, const DiskInode& disk) {
   AlignedBuffer block = fresh_block();
   const uint64_t table = table_block(ino);
-  if (auto r = read(table, block); !r) return r;
+  if (auto r = load_table_block(table, block, false); !r) return r;
   encode_inode(disk, std::span<std::byte>(block.data() + slot_offset(ino), kInodeSize));
   return write(table, block.span().first(kBlockSize));
 }
@@ -287,7 +290,7 @@ Result<void> Checker::clear_inode(uint64_t ino) {
   if (!options_.repair) return {};
   DiskInode empty;
   AlignedBuffer block = fresh_block();
-  if (auto r = read(table_block(ino), block); !r) return r;
+  if (auto r = load_table_block(table_block(ino), block, false); !r) return r;
   if (auto old = decode_inode(
           std::span<const std::byte>(block.data() + slot_offset(ino), kInodeSize), ino)) {
     empty.generation = old->generation;

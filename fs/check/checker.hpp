@@ -71,7 +71,13 @@ class Checker {
   // Clears inode `ino`'s slot (its generation kept) when repairing; it no longer counts as
   // in use either way.
   Result<void> clear_inode(uint64_t ino);
+  // Rewrites inode `ino` in its table block, the rest of the block as load_table_block
+  // makes it.
   Result<void> rewrite_inode(uint64_t ino, const DiskInode& disk);
+  // Table block `table` with every inode in use in it as right as redundancy has it: an
+  // inode that does not decode is taken, slot by slot, from a copy (or a rebuild) where it
+  // does. With `report`, each is a finding and, repairing, the block is written back whole.
+  Result<void> load_table_block(uint64_t table, AlignedBuffer& out, bool report);
   uint64_t table_block(uint64_t ino) const {
     return sb_.inode_table_start + (ino - 1) / kInodesPerBlock;
   }

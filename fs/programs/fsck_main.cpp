@@ -42,11 +42,8 @@ Result<std::vector<fs::Finding>> check_parity(Volume& volume, bool repair) {
     return findings;
   }
   Volume::ScrubCounts counts;
-  const uint64_t stripes = volume.geometry().stripes();
-  for (uint64_t s = 0; s < stripes; s += 64) {
-    if (auto r = volume.scrub_stripes(s, std::min<uint64_t>(64, stripes - s), repair, counts); !r) {
-      return fail(r.error());
-    }
+  if (auto r = volume.scrub_stripes(0, volume.geometry().stripes(), repair, counts); !r) {
+    return fail(r.error());
   }
   if (const uint64_t named = counts.bad_data + counts.bad_parity; named > 0) {
     findings.push_back(
@@ -151,6 +148,9 @@ int main(int argc, char** argv) {
                                      (*made)->missing_members(), sb.member_count));
     }
     assembled = std::move(*made);
+    // A read error is not healed here (that writes the member): the member is taken out of
+    // service in memory, and the check goes on from redundancy.
+    assembled->set_read_error_policy(0, nullptr);
     volume = assembled.get();
   }
 

@@ -3,6 +3,7 @@
 // another task, and stops on request and at close.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -134,6 +135,7 @@ TEST(ArrayScrub, IsRefusedOnRaid0AndEndsAtClose) {
 TEST(ArrayScrub, AScrubCutShortByACloseResumesAtTheNextOpen) {
   Scrubbing s;
   const uint64_t stripes = s.array->volume().geometry().stripes();
+  s.corrupt(1, 0);                                    // found before the close
   const unsigned member = s.corrupt(stripes - 2, 1);  // past where the first run stops
   s.array->set_rebuild_speed(4 * kChunk, 4 * kChunk);
   ASSERT_TRUE(s.array->start_scrub(true));
@@ -148,6 +150,7 @@ TEST(ArrayScrub, AScrubCutShortByACloseResumesAtTheNextOpen) {
   ASSERT_TRUE(sb);
   EXPECT_EQ(sb->scrub_checkpoint, cut.done);
   EXPECT_EQ(sb->scrub_flags, Superblock::kScrubRepair);
+  EXPECT_EQ(sb->scrub_repaired, 1u) << "the counts so far go with the checkpoint";
   EXPECT_EQ(sb->last_scrub, 0u);
 
   s.array.reset();
@@ -161,7 +164,7 @@ TEST(ArrayScrub, AScrubCutShortByACloseResumesAtTheNextOpen) {
   EXPECT_EQ(resumed.first, cut.done);
   EXPECT_EQ(resumed.done, stripes);
   EXPECT_EQ(resumed.counts.stripes, stripes - cut.done) << "the checked part was done again";
-  EXPECT_EQ(resumed.counts.repaired, 1u);
+  EXPECT_EQ(resumed.counts.repaired, 2u) << "one before the close, one after";
   EXPECT_EQ(resumed.counts.bad_chunks[member], 1u);
   EXPECT_FALSE(s.array->resume_scrub()) << "a finished scrub is resumed";
   ASSERT_TRUE(s.array->close());
@@ -169,7 +172,8 @@ TEST(ArrayScrub, AScrubCutShortByACloseResumesAtTheNextOpen) {
   ASSERT_TRUE(sb);
   EXPECT_EQ(sb->scrub_checkpoint, kNoScrub);
   EXPECT_GT(sb->last_scrub, 0u);
-  EXPECT_EQ(sb->last_scrub_repaired, 1u);
+  EXPECT_EQ(sb->last_scrub_repaired, 2u);
+  EXPECT_EQ(sb->scrub_repaired, 0u);
 
   // After another open, status shows the last scrub from the superblocks.
   s.array.reset();
@@ -180,7 +184,7 @@ TEST(ArrayScrub, AScrubCutShortByACloseResumesAtTheNextOpen) {
   EXPECT_TRUE(last.before_mount);
   EXPECT_FALSE(last.running);
   ASSERT_TRUE(last.ended);
-  EXPECT_EQ(last.counts.repaired, 1u);
+  EXPECT_EQ(last.counts.repaired, 2u);
   // Stopped on request: nothing to resume.
   s.array->set_rebuild_speed(kChunk, kChunk);
   ASSERT_TRUE(s.array->start_scrub(false));
@@ -189,6 +193,49 @@ TEST(ArrayScrub, AScrubCutShortByACloseResumesAtTheNextOpen) {
   sb = read_superblock(*s.media.members()[0]);
   ASSERT_TRUE(sb);
   EXPECT_EQ(sb->scrub_checkpoint, kNoScrub);
+}
+
+// A crash mid-scrub: the next open resyncs first (the array was not shut down cleanly), and
+// resume_scrub() waits for that instead of being refused; the scrub then goes on from the
+// checkpoint the crash left.
+TEST(ArrayScrub, AScrubCutShortByACrashResumesAfterTheResync) {
+  Scrubbing s;
+  s.array->set_rebuild_speed(4 * kChunk, 4 * kChunk);
+  ASSERT_TRUE(s.array->start_scrub(false));
+  while (s.array->scrub_progress().done < 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // The crash: the members as they are now, under a running array.
+  std::vector<std::vector<std::byte>> image;
+  for (auto& m : s.media.media) image.emplace_back(m->contents().begin(), m->contents().end());
+  s.array.reset();
+  for (size_t i = 0; i < image.size(); ++i) {
+    std::copy(image[i].begin(), image[i].end(), s.media.media[i]->contents().begin());
+  }
+  auto sb = read_superblock(*s.media.members()[0]);
+  ASSERT_TRUE(sb);
+  ASSERT_FALSE(sb->clean());
+  ASSERT_NE(sb->scrub_checkpoint, kNoScrub);
+  // Slow members: the resync is still running when the scrub is resumed.
+  for (auto& f : s.media.faulty) f->set_latency(std::chrono::microseconds(2000));
+  auto opened = Array::open(s.media.members());
+  ASSERT_TRUE(opened) << opened.error().message;
+  s.array = std::move(*opened);
+  EXPECT_FALSE(s.array->resync_progress().finished);
+  ASSERT_TRUE(s.array->resume_scrub()) << "refused beside the resync";
+  EXPECT_FALSE(s.array->scrub_progress().running) << "started beside the resync";
+  for (auto& f : s.media.faulty) f->set_latency(std::chrono::microseconds(0));
+  ScrubProgress resumed;
+  for (int i = 0; i < 3000; ++i) {
+    resumed = s.array->scrub_progress();
+    if (resumed.ended && !resumed.running && !resumed.before_mount) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(resumed.ended) << "the scrub did not run";
+  EXPECT_FALSE(resumed.error);
+  EXPECT_EQ(resumed.first, sb->scrub_checkpoint);
+  EXPECT_EQ(resumed.done, resumed.total);
+  EXPECT_TRUE(s.array->resync_progress().finished);
 }
 
 }  // namespace

@@ -64,6 +64,9 @@ Superblock populated() {
   sb.last_scrub_mismatched = 5;
   sb.last_scrub_repaired = 4;
   sb.last_scrub_unrepairable = 1;
+  sb.scrub_mismatched = 9;
+  sb.scrub_repaired = 8;
+  sb.scrub_unrepairable = 7;
   return sb;
 }
 
@@ -111,6 +114,9 @@ TEST(Superblock, RoundTripsEveryField) {
   EXPECT_EQ(out->last_scrub_mismatched, in.last_scrub_mismatched);
   EXPECT_EQ(out->last_scrub_repaired, in.last_scrub_repaired);
   EXPECT_EQ(out->last_scrub_unrepairable, in.last_scrub_unrepairable);
+  EXPECT_EQ(out->scrub_mismatched, in.scrub_mismatched);
+  EXPECT_EQ(out->scrub_repaired, in.scrub_repaired);
+  EXPECT_EQ(out->scrub_unrepairable, in.scrub_unrepairable);
   EXPECT_EQ(*out, in);
   EXPECT_TRUE(out->clean());
   EXPECT_TRUE(out->rebuilding());
@@ -147,6 +153,9 @@ TEST(Superblock, PopulatedDiffersFromDefaultInEveryField) {
   EXPECT_NE(p.last_scrub_mismatched, d.last_scrub_mismatched);
   EXPECT_NE(p.last_scrub_repaired, d.last_scrub_repaired);
   EXPECT_NE(p.last_scrub_unrepairable, d.last_scrub_unrepairable);
+  EXPECT_NE(p.scrub_mismatched, d.scrub_mismatched);
+  EXPECT_NE(p.scrub_repaired, d.scrub_repaired);
+  EXPECT_NE(p.scrub_unrepairable, d.scrub_unrepairable);
 }
 
 // Minor 0 wrote zeros where minor 1 keeps the scrub's fields: no scrub to resume, none
@@ -157,6 +166,7 @@ TEST(Superblock, AMinorZeroSuperblockHasNoScrubToResume) {
   sb.scrub_flags = 0;
   sb.last_scrub = sb.last_scrub_mismatched = sb.last_scrub_repaired = 0;
   sb.last_scrub_unrepairable = 0;
+  sb.scrub_mismatched = sb.scrub_repaired = sb.scrub_unrepairable = 0;
   Block block = encoded(sb);
   for (size_t at = sl::kScrubCheckpoint; at < sl::kReserved; ++at) {
     ASSERT_EQ(block[at], std::byte{0}) << "byte " << at;
@@ -199,6 +209,7 @@ TEST(Superblock, EncodesDocumentedLayout) {
   EXPECT_EQ(get<uint32_t>(block, sl::kScrubFlags), 1u);
   EXPECT_EQ(get<uint64_t>(block, sl::kLastScrub), 1'700'000'900u);
   EXPECT_EQ(get<uint64_t>(block, sl::kLastScrubUnrepairable), 1u);
+  EXPECT_EQ(get<uint64_t>(block, sl::kScrubUnrepairable), 7u);
   for (size_t at : {size_t{94}, size_t{95}, size_t{100}, size_t{103}, size_t{132}, size_t{135}}) {
     EXPECT_EQ(block[at], std::byte{0}) << "padding byte " << at;
   }

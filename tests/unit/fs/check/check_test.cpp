@@ -13,6 +13,7 @@
 
 #include "fs/check/check.hpp"
 #include "fs/core/directory_index.hpp"
+#include "raid/level.hpp"
 #include "raid/ondisk.hpp"
 #include "unit/fs/core/fs_test_util.hpp"
 
@@ -136,14 +137,17 @@ struct Checked {
     write_block(self, b);
   }
   // Flips bytes of volume block `b` on the one member that holds it (damage of one disk).
-  void corrupt_on_member(uint64_t b) {
+  // Bytes [from, to) of volume block `b`, on the member that holds it or (`parity`) in the
+  // parity chunk beside it.
+  void corrupt_on_member(uint64_t b, bool parity = false, uint64_t from = 100, uint64_t to = 300) {
     const Geometry& g = t.volume->geometry();
     const uint64_t offset = b * kBlockSize;
     const uint64_t stripe = offset / g.stripe_data_size();
     const auto index = static_cast<unsigned>(offset % g.stripe_data_size() / g.chunk_size());
-    const ChunkLocation at = geometry_locate(stripe, index);
+    const ChunkLocation at = parity ? Level::create(g)->redundancy_set(stripe)[g.data_chunks()]
+                                    : geometry_locate(stripe, index);
     auto c = t.array.media[at.member]->contents();
-    for (uint64_t i = 100; i < 300; ++i) {
+    for (uint64_t i = from; i < to; ++i) {
       c[at.member_offset + offset % g.chunk_size() + i] ^= std::byte{0x3c};
     }
   }
@@ -350,6 +354,26 @@ TEST(FsCheck, AFileNoNameReachesIsNamedAfterItsInode) {
   EXPECT_EQ(found->ino, c.small);
   EXPECT_TRUE(c.t.read(c.small, 0, c.small_data.size()) == c.small_data);
   EXPECT_EQ(*c.t.fs->getxattr(c.small, "user.colour"), "blue");
+}
+
+// Two inodes of one table block: one wrong on its member, the other's bytes wrong in the
+// parity beside it. Rebuilt from parity, the first comes back right and the second wrong: only
+// the first inode's slot is taken from the rebuild, so the second, right as it is, stays.
+TEST(FsCheck, AnInodeWrongOnOneMemberIsTakenAloneFromRedundancy) {
+  Checked c;
+  const uint64_t table = c.inode_block(c.big);
+  ASSERT_EQ(c.inode_block(c.small), table);
+  const uint64_t big_at = Checked::slot(c.big), small_at = Checked::slot(c.small);
+  c.corrupt_on_member(table, false, big_at + 8, big_at + 40);
+  c.corrupt_on_member(table, true, small_at + 8, small_at + 40);
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  EXPECT_NE(all(repaired).find("inode " + std::to_string(c.big) + " (volume block"),
+            std::string::npos)
+      << all(repaired);
+  EXPECT_EQ(all(repaired).find("cleared"), std::string::npos) << all(repaired);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  EXPECT_TRUE(c.t.read(c.small, 0, c.small_data.size()) == c.small_data);
 }
 
 // The mount itself takes a superblock wrong on one member from redundancy and rewrites it.
