@@ -90,12 +90,7 @@ Result<void> Checker::read_superblock() {
   }
   auto sb = decode_fs_superblock(image(block));
   if (!sb) return fail(sb.error());
-  if (sb->total_blocks * kBlockSize > volume_.size()) {
-    return fail(EUCLEAN,
-                "filesystem superblock (volume block 0): field total_blocks: {} blocks, but the "
-                "volume holds {}",
-                sb->total_blocks, volume_.size() / kBlockSize);
-  }
+  if (auto r = check_fits(*sb, volume_.size()); !r) return r;
   sb_ = *sb;
   report_.was_clean = sb_.state == FsState::clean;
   report_.inodes = sb_.inode_count;
@@ -113,13 +108,9 @@ Result<void> Checker::replay_journal() {
     found(fmt::format("metadata journal: {}; not replayed", journal.error().message), false);
     return {};
   }
-  const uint64_t journal_end = sb_.journal_start + sb_.journal_blocks;
   const Journal::Apply apply = [&](uint64_t target,
                                    std::span<const std::byte> data) -> Result<void> {
-    if (target == 0 || target >= sb_.total_blocks ||
-        (target >= sb_.journal_start && target < journal_end)) {
-      return fail(EUCLEAN, "a record targets block {}, outside metadata", target);
-    }
+    if (auto r = check_journal_target(sb_, target); !r) return r;
     ++report_.journal_blocks;
     if (!options_.repair) {
       journal_images_[target].assign(data.begin(), data.end());

@@ -171,6 +171,24 @@ void encode_fs_superblock(const FsSuperblock& sb, std::span<std::byte, kBlockSiz
                    ondisk::crc32c(std::span<const std::byte>(out.data(), kSbChecksum)));
 }
 
+Result<void> check_fits(const FsSuperblock& sb, uint64_t volume_bytes) {
+  if (sb.total_blocks * kBlockSize > volume_bytes) {
+    return fail(EUCLEAN,
+                "filesystem superblock (volume block 0): field total_blocks: {} blocks, but the "
+                "volume holds {}",
+                sb.total_blocks, volume_bytes / kBlockSize);
+  }
+  return {};
+}
+
+Result<void> check_journal_target(const FsSuperblock& sb, uint64_t target) {
+  if (target == 0 || target >= sb.total_blocks ||
+      (target >= sb.journal_start && target < sb.journal_start + sb.journal_blocks)) {
+    return fail(EUCLEAN, "a record targets block {}, outside metadata", target);
+  }
+  return {};
+}
+
 Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize> in) {
   constexpr std::string_view where = "filesystem superblock (volume block 0)";
   if (get_le<uint64_t>(in, kSbMagic) != kSuperMagic) {

@@ -77,6 +77,11 @@ struct FsSuperblock {
 void encode_fs_superblock(const FsSuperblock& sb, std::span<std::byte, kBlockSize> out);
 // Refuses a bad magic, version, checksum or impossible geometry, naming the field.
 Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize> in);
+// Refuses (EUCLEAN, naming the field) a filesystem larger than the volume it is on.
+Result<void> check_fits(const FsSuperblock& sb, uint64_t volume_bytes);
+// Refuses (EUCLEAN) a metadata journal record whose home is not a metadata block this
+// journal may write: block 0, past the end, or inside the journal itself.
+Result<void> check_journal_target(const FsSuperblock& sb, uint64_t target);
 
 // ---- metadata block header (directory, extent-tree and xattr blocks) ----
 enum class BlockKind : uint32_t {

@@ -55,12 +55,7 @@ Result<std::unique_ptr<Filesystem>> Filesystem::mount(Volume& volume, FsOptions 
     }
   }
   if (!sb) return fail(sb.error());
-  if (sb->total_blocks * kBlockSize > volume.size()) {
-    return fail(EUCLEAN,
-                "filesystem superblock (volume block 0): field total_blocks: {} blocks, but the "
-                "volume holds {}",
-                sb->total_blocks, volume.size() / kBlockSize);
-  }
+  if (auto r = check_fits(*sb, volume.size()); !r) return fail(r.error());
   std::unique_ptr<Filesystem> fs(new Filesystem(volume, options, std::move(*sb)));
   if (auto r = fs->start(); !r) return fail(r.error());
   return fs;
@@ -75,15 +70,12 @@ Result<void> Filesystem::start() {
   if (!journal) return fail(journal.error().code, "metadata journal: {}", journal.error().message);
   journal_ = std::move(*journal);
   uint64_t replayed = 0;
-  auto last = journal_->replay([&](uint64_t target,
-                                   std::span<const std::byte> data) -> Result<void> {
-    if (target == 0 || target >= sb_.total_blocks || target == sb_.journal_start ||
-        (target >= sb_.journal_start && target < sb_.journal_start + sb_.journal_blocks)) {
-      return fail(EUCLEAN, "metadata journal: a record targets block {}, outside metadata", target);
-    }
-    ++replayed;
-    return volume_.write(target * kBlockSize, data);
-  });
+  auto last =
+      journal_->replay([&](uint64_t target, std::span<const std::byte> data) -> Result<void> {
+        if (auto r = check_journal_target(sb_, target); !r) return r;
+        ++replayed;
+        return volume_.write(target * kBlockSize, data);
+      });
   if (!last) return fail(last.error().code, "metadata journal: {}", last.error().message);
   if (*last != 0) {
     if (auto r = volume_.flush(); !r) return r;

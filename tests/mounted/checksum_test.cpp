@@ -134,6 +134,26 @@ class ChecksumAtLevel : public Operations, public ::testing::WithParamInterface<
           << "file block " << p.block;
     }
   }
+  // Unmounted, a block of the file on each member in turn corrupted (one_per_member), and
+  // mounted again.
+  void corrupt_one_per_member(std::vector<Place>& chosen) {
+    const Status unmounted = fs_.unmount();
+    ASSERT_TRUE(unmounted) << unmounted.error();
+    chosen = one_per_member();
+    ASSERT_EQ(chosen.size(), fs_.members().size()) << "some member holds no block of the file";
+    for (const Place& p : chosen) ASSERT_NO_FATAL_FAILURE(corrupt(p));
+    const Status mounted = fs_.mount();
+    ASSERT_TRUE(mounted) << mounted.error();
+  }
+  // Unmounted: every chosen place holds its block again, and the stripes agree.
+  void expect_rewritten(const std::vector<Place>& chosen) {
+    const Status unmounted = fs_.unmount();
+    ASSERT_TRUE(unmounted) << unmounted.error();
+    for (const Place& p : chosen) {
+      EXPECT_TRUE(holds_block(p)) << "member " << p.member << " was not rewritten";
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
+  }
   unsigned copies() const {
     const std::string level = GetParam().level;
     return level == "1" ? GetParam().members : level == "10" ? 2 : 1;
@@ -142,13 +162,8 @@ class ChecksumAtLevel : public Operations, public ::testing::WithParamInterface<
 };
 
 TEST_P(ChecksumAtLevel, AWrongBlockOnEachMemberInTurnReadsRightAndIsRewritten) {
-  const Status unmounted = fs_.unmount();
-  ASSERT_TRUE(unmounted) << unmounted.error();
-  const std::vector<Place> chosen = one_per_member();
-  ASSERT_EQ(chosen.size(), fs_.members().size()) << "some member holds no block of the file";
-  for (const Place& p : chosen) ASSERT_NO_FATAL_FAILURE(corrupt(p));
-  const Status mounted = fs_.mount();
-  ASSERT_TRUE(mounted) << mounted.error();
+  std::vector<Place> chosen;
+  ASSERT_NO_FATAL_FAILURE(corrupt_one_per_member(chosen));
 
   for (const Place& p : chosen) ASSERT_NO_FATAL_FAILURE(read_each_copy(p, copies()));
   EXPECT_TRUE(same_bytes(read_file(path("f")), data_));
@@ -162,12 +177,7 @@ TEST_P(ChecksumAtLevel, AWrongBlockOnEachMemberInTurnReadsRightAndIsRewritten) {
   EXPECT_NE(human.out.find("CKSUM"), std::string::npos) << human.out;
   EXPECT_EQ(status()["state"], "clean") << "a checksum error took a member out";
 
-  const Status again = fs_.unmount();
-  ASSERT_TRUE(again) << again.error();
-  for (const Place& p : chosen) {
-    EXPECT_TRUE(holds_block(p)) << "member " << p.member << " was not rewritten";
-  }
-  ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
+  ASSERT_NO_FATAL_FAILURE(expect_rewritten(chosen));
 }
 
 TEST_P(ChecksumAtLevel, AWrongBlockFoundWhileMountedReadsRightOnceTheCachesAreDropped) {
@@ -191,13 +201,8 @@ TEST_P(ChecksumAtLevel, AWrongBlockFoundWhileMountedReadsRightOnceTheCachesAreDr
 // included, where redundancy alone cannot tell which chunk is wrong), and repairs it; a
 // second scrub is clean and the members hold the right bytes again.
 TEST_P(ChecksumAtLevel, AScrubNamesAWrongBlockOnEachMemberByItsChecksumAndRepairsIt) {
-  const Status unmounted = fs_.unmount();
-  ASSERT_TRUE(unmounted) << unmounted.error();
-  const std::vector<Place> chosen = one_per_member();
-  ASSERT_EQ(chosen.size(), fs_.members().size()) << "some member holds no block of the file";
-  for (const Place& p : chosen) ASSERT_NO_FATAL_FAILURE(corrupt(p));
-  const Status mounted = fs_.mount();
-  ASSERT_TRUE(mounted) << mounted.error();
+  std::vector<Place> chosen;
+  ASSERT_NO_FATAL_FAILURE(corrupt_one_per_member(chosen));
 
   const Ctl run = ctl("scrub start --repair --wait");
   EXPECT_EQ(run.status, 0) << run.out;
@@ -224,12 +229,7 @@ TEST_P(ChecksumAtLevel, AScrubNamesAWrongBlockOnEachMemberByItsChecksumAndRepair
   EXPECT_EQ(clean["checksum_failures"], 0) << clean.dump(2);
   drop_caches();
   EXPECT_TRUE(same_bytes(read_file(path("f")), data_));
-  const Status down = fs_.unmount();
-  ASSERT_TRUE(down) << down.error();
-  for (const Place& p : chosen) {
-    EXPECT_TRUE(holds_block(p)) << "member " << p.member << " was not rewritten";
-  }
-  ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
+  ASSERT_NO_FATAL_FAILURE(expect_rewritten(chosen));
 }
 
 // Parity wrong beside file data that passes its checksums: the scrub names the parity (every
