@@ -1,9 +1,8 @@
-// Pass 2: every directory's blocks and entries; pass 3: what the root reaches, orphans and
-// link counts.
+// Pass 2: every directory's blocks and entries. A directory whose shape is damaged (header,
+// bucket, chain, an entry where lookups would not find it) is laid out again, repairing.
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <deque>
 #include <set>
 #include <unordered_set>
 
@@ -13,12 +12,6 @@
 namespace stripefs::fs {
 
 namespace {
-
-// The bucket a key belongs in (linear hashing: directory_index.cpp).
-uint64_t bucket_of(const DirHeader& h, uint64_t key) {
-  const uint64_t b = key & ((uint64_t{1} << h.level) - 1);
-  return b < h.split ? key & ((uint64_t{1} << (h.level + 1)) - 1) : b;
-}
 
 std::string bad_name(const std::string& name) {
   if (name.empty()) return "empty";
@@ -89,129 +82,165 @@ Result<void> Checker::check_directory(uint64_t dir) {
                                                         return {};
                                                       });
   if (!ok && ok.error().code != EUCLEAN) return ok;  // an I/O error proves no damage
+  // Damage to the directory's shape (its header, a bucket, a chain): repairing, it is laid
+  // out again from every entry that can be read (what the rest named is reconnected in pass
+  // 3); checking, its entries are judged as far as they can be read.
+  const std::string again = "; the directory is laid out again from the entries that can be read";
+  bool rebuild = false;
   if (!ok) {
-    found(fmt::format("directory {}: header: {}; its entries are not read (what they name is "
-                      "reported unreachable)",
-                      dir, ok.error().message),
-          false);
-    incomplete_.push_back(dir);
-    return {};
+    if (!options_.repair) {
+      found(fmt::format("directory {}: header: {}; its entries are not read (what they name is "
+                        "reported unreachable)",
+                        dir, ok.error().message),
+            false);
+      incomplete_.push_back(dir);
+      return {};
+    }
+    found(fmt::format("directory {}: header: {}{}", dir, ok.error().message, again), true, false);
+    rebuild = true;
   }
-  bool whole = true;  // every bucket read: the counts below can be trusted
-  std::set<std::string> names;
-  uint64_t entries = 0;
-  for (uint64_t bucket = 0; bucket < header.buckets(); ++bucket) {
+  const auto damaged = [&](const std::string& what, const char* unread) {
+    found(what + (options_.repair ? again : unread), options_.repair, false);
+    rebuild = true;
+  };
+  // The buckets' blocks as read: from their chains, then (laying out again) every other
+  // block of the directory that passes as a bucket.
+  constexpr uint64_t kSalvaged = ~uint64_t{0};
+  struct Read {
+    uint64_t bucket;
+    uint64_t self;
+    DirBucket contents;
+    bool changed = false;
+  };
+  std::vector<Read> reads;
+  std::unordered_set<uint64_t> read_blocks;
+  for (uint64_t bucket = 0; ok && bucket < header.buckets(); ++bucket) {
     std::unordered_set<uint64_t> seen;  // file blocks of this chain
     for (uint64_t file_block = 1 + bucket; file_block != 0;) {
       if (!seen.insert(file_block).second || seen.size() > 1'000'000) {
-        found(fmt::format("directory {}: bucket {}: its overflow chain loops", dir, bucket), false);
-        whole = false;
+        damaged(fmt::format("directory {}: bucket {}: its overflow chain loops", dir, bucket), "");
         break;
       }
       const uint64_t self = map(file_block);
       if (self == 0) {
-        found(fmt::format("directory {}: bucket {}: file block {} is not mapped", dir, bucket,
-                          file_block),
-              false);
-        whole = false;
+        damaged(fmt::format("directory {}: bucket {}: file block {} is not mapped", dir, bucket,
+                            file_block),
+                "");
         break;
       }
       DirBucket contents;
-      ok = read_verified(self, block, fmt::format("directory {}: bucket {}", dir, bucket),
-                         [&](Image i) -> Result<void> {
-                           auto d = decode_dir_bucket(i, self);
-                           if (!d) return fail(d.error());
-                           contents = std::move(*d);
-                           return {};
-                         });
-      if (!ok && ok.error().code != EUCLEAN) return ok;
-      if (!ok) {
-        found(fmt::format("directory {}: bucket {}: {}; its entries are not read", dir, bucket,
-                          ok.error().message),
-              false);
-        whole = false;
+      auto got = read_verified(self, block, fmt::format("directory {}: bucket {}", dir, bucket),
+                               [&](Image i) -> Result<void> {
+                                 auto d = decode_dir_bucket(i, self);
+                                 if (!d) return fail(d.error());
+                                 contents = std::move(*d);
+                                 return {};
+                               });
+      if (!got && got.error().code != EUCLEAN) return got;
+      if (!got) {
+        damaged(fmt::format("directory {}: bucket {}: {}", dir, bucket, got.error().message),
+                "; its entries are not read");
         break;
       }
-      bool changed = false;
-      std::vector<DirEntry> kept;
-      for (DirEntry& e : contents.entries) {
-        const std::string where = fmt::format("directory {}: entry '{}'", dir, e.name);
-        std::string wrong = bad_name(e.name);
-        if (wrong.empty() && !names.insert(e.name).second) wrong = "a second entry of that name";
-        if (wrong.empty() && (e.ino == 0 || e.ino >= inodes_.size() || inodes_[e.ino].mode == 0)) {
-          auto adopted = adopt(e.ino);
-          if (!adopted) return fail(adopted.error());
-          if (!*adopted) wrong = fmt::format("names inode {}, which is not in use", e.ino);
-        }
-        if (wrong.empty() && e.key != DirectoryIndex::name_key(e.name, sb_.hash_seed)) {
-          found(fmt::format("{}: field key: {:#x} is not its name's", where, e.key), false);
-        } else if (wrong.empty() && bucket_of(header, e.key) != bucket) {
-          found(fmt::format("{}: in bucket {}, but its key belongs in {}", where, bucket,
-                            bucket_of(header, e.key)),
-                false);
-        }
-        InodeInfo* target = wrong.empty() ? &inodes_[e.ino] : nullptr;
-        const bool is_dir = target != nullptr && (target->mode & S_IFMT) == S_IFDIR;
-        if (is_dir && (target->names > 0 || e.ino == kRootInode)) {
-          wrong = fmt::format("a second name of directory {}", e.ino);
-        }
-        if (!wrong.empty()) {
-          found(fmt::format("{}: {}{}", where, wrong, options_.repair ? "; removed" : ""),
-                options_.repair, false);
-          changed = true;
-          continue;
-        }
-        const auto type = static_cast<uint8_t>((target->mode & S_IFMT) >> 12);
-        if (e.type != type) {
-          found(fmt::format("{}: field type: {}, but inode {} is of type {}{}", where, e.type,
-                            e.ino, type, options_.repair ? "; set" : ""),
-                options_.repair);
-          e.type = type;
-          changed = true;
-        }
-        ++target->names;
-        children_.emplace_back(dir, e.ino);
-        if (dir == kRootInode && is_dir && e.name == "lost+found") lost_found_ = e.ino;
-        if (is_dir) {
-          ++inodes_[dir].subdirs;
-          if (target->parent != dir) {
-            found(fmt::format("directory {}: field parent: {}, but directory {} names it{}", e.ino,
-                              target->parent, dir, options_.repair ? "; set" : ""),
-                  options_.repair);
-            target->parent = dir;
-            if (options_.repair) {
-              AlignedBuffer slot = fresh_block();
-              if (auto r = load_table_block(table_block(e.ino), slot, false); !r) return r;
-              auto disk = decode_inode(
-                  std::span<const std::byte>(slot.data() + slot_offset(e.ino), kInodeSize), e.ino);
-              if (!disk) return fail(disk.error());
-              disk->parent = dir;
-              if (auto r = rewrite_inode(e.ino, *disk); !r) return r;
-            }
-          }
-        }
-        kept.push_back(std::move(e));
-      }
-      entries += kept.size();
-      if (changed && options_.repair) {
-        contents.entries = std::move(kept);
-        encode_dir_bucket(contents, self,
-                          std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
-        if (auto r = write(self, block.span().first(kBlockSize)); !r) return r;
-      }
       file_block = contents.overflow;
+      read_blocks.insert(self);
+      reads.push_back({bucket, self, std::move(contents)});
     }
   }
-  if (!whole) {
+  if (rebuild && options_.repair) {
+    for (const Extent& e : extents_[dir]) {
+      for (uint64_t i = 0; i < e.length; ++i) {
+        const uint64_t self = e.physical + i;
+        if (e.logical + i == 0 || read_blocks.contains(self)) continue;
+        DirBucket contents;
+        auto got = read_verified(self, block,
+                                 fmt::format("directory {}: file block {}", dir, e.logical + i),
+                                 [&](Image image) -> Result<void> {
+                                   auto d = decode_dir_bucket(image, self);
+                                   if (!d) return fail(d.error());
+                                   contents = std::move(*d);
+                                   return {};
+                                 });
+        if (!got && got.error().code != EUCLEAN) return got;
+        if (got) reads.push_back({kSalvaged, self, std::move(contents)});
+      }
+    }
+  }
+
+  std::set<std::string> names;
+  std::vector<DirEntry> all;  // every entry kept
+  for (Read& read : reads) {
+    std::vector<DirEntry> kept;
+    for (DirEntry& e : read.contents.entries) {
+      const std::string where = fmt::format("directory {}: entry '{}'", dir, e.name);
+      std::string wrong = bad_name(e.name);
+      if (wrong.empty() && !names.insert(e.name).second) wrong = "a second entry of that name";
+      if (wrong.empty() && (e.ino == 0 || e.ino >= inodes_.size() || inodes_[e.ino].mode == 0)) {
+        auto adopted = adopt(e.ino);
+        if (!adopted) return fail(adopted.error());
+        if (!*adopted) wrong = fmt::format("names inode {}, which is not in use", e.ino);
+      }
+      // Lookups would not find it where it is; laid out again, it is.
+      const char* moved = options_.repair ? "; the directory is laid out again" : "";
+      if (wrong.empty() && e.key != DirectoryIndex::name_key(e.name, sb_.hash_seed)) {
+        found(fmt::format("{}: field key: {:#x} is not its name's{}", where, e.key, moved),
+              options_.repair);
+        rebuild = rebuild || options_.repair;
+      } else if (wrong.empty() && read.bucket != kSalvaged &&
+                 bucket_of(header, e.key) != read.bucket) {
+        found(fmt::format("{}: in bucket {}, but its key belongs in {}{}", where, read.bucket,
+                          bucket_of(header, e.key), moved),
+              options_.repair);
+        rebuild = rebuild || options_.repair;
+      }
+      InodeInfo* target = wrong.empty() ? &inodes_[e.ino] : nullptr;
+      const bool is_dir = target != nullptr && (target->mode & S_IFMT) == S_IFDIR;
+      if (is_dir && (target->names > 0 || e.ino == kRootInode)) {
+        wrong = fmt::format("a second name of directory {}", e.ino);
+      }
+      if (!wrong.empty()) {
+        found(fmt::format("{}: {}{}", where, wrong, options_.repair ? "; removed" : ""),
+              options_.repair, false);
+        read.changed = true;
+        continue;
+      }
+      const auto type = static_cast<uint8_t>((target->mode & S_IFMT) >> 12);
+      if (e.type != type) {
+        found(fmt::format("{}: field type: {}, but inode {} is of type {}{}", where, e.type, e.ino,
+                          type, options_.repair ? "; set" : ""),
+              options_.repair);
+        e.type = type;
+        read.changed = true;
+      }
+      ++target->names;
+      children_.emplace_back(dir, e.ino);
+      if (dir == kRootInode && is_dir && e.name == "lost+found") lost_found_ = e.ino;
+      if (is_dir) {
+        ++inodes_[dir].subdirs;
+        if (auto r = set_parent(e.ino, dir); !r) return r;
+      }
+      kept.push_back(e);
+    }
+    all.insert(all.end(), kept.begin(), kept.end());
+    read.contents.entries = std::move(kept);
+  }
+  if (rebuild && options_.repair) return write_directory(dir, std::move(all));
+  if (rebuild) {
     incomplete_.push_back(dir);  // its entry count, and link counts, are not judged
     return {};
   }
-  if (header.entries != entries) {
+  for (Read& read : reads) {
+    if (!read.changed || !options_.repair) continue;
+    encode_dir_bucket(read.contents, read.self,
+                      std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
+    if (auto r = write(read.self, block.span().first(kBlockSize)); !r) return r;
+  }
+  if (header.entries != all.size()) {
     found(fmt::format("directory {}: header: field entries: {}, but it holds {}{}", dir,
-                      header.entries, entries, options_.repair ? "; set" : ""),
+                      header.entries, all.size(), options_.repair ? "; set" : ""),
           options_.repair);
     if (options_.repair) {
-      header.entries = entries;
+      header.entries = all.size();
       encode_dir_header(header, header_block,
                         std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
       if (auto r = write(header_block, block.span().first(kBlockSize)); !r) return r;
@@ -220,154 +249,21 @@ Result<void> Checker::check_directory(uint64_t dir) {
   return {};
 }
 
-void Checker::reach(uint64_t from) {
-  std::deque<uint64_t> queue{from};
-  inodes_[from].reached = true;
-  while (!queue.empty()) {
-    const uint64_t dir = queue.front();
-    queue.pop_front();
-    auto it = std::lower_bound(children_.begin(), children_.end(), std::pair{dir, uint64_t{0}});
-    for (; it != children_.end() && it->first == dir; ++it) {
-      InodeInfo& child = inodes_[it->second];
-      if (child.reached) continue;
-      child.reached = true;
-      if ((child.mode & S_IFMT) == S_IFDIR) queue.push_back(it->second);
-    }
-  }
-}
-
-Result<bool> Checker::add_entry(uint64_t dir, const std::string& name, uint64_t ino, uint8_t type) {
-  const uint64_t header_block = map_block(dir, 0);
-  if (header_block == 0) return false;
-  AlignedBuffer block = fresh_block();
-  if (auto r = read(header_block, block); !r) return fail(r.error());
-  auto header = decode_dir_header(image(block), header_block);
-  if (!header) return false;
-  const uint64_t key = DirectoryIndex::name_key(name, sb_.hash_seed);
-  const uint64_t bucket = bucket_of(*header, key);
-  for (uint64_t file_block = 1 + bucket, steps = 0; file_block != 0 && steps < 1'000'000; ++steps) {
-    const uint64_t self = map_block(dir, file_block);
-    if (self == 0) return false;
-    if (auto r = read(self, block); !r) return fail(r.error());
-    auto contents = decode_dir_bucket(image(block), self);
-    if (!contents) return false;
-    if (contents->bytes() + DirBucket::entry_bytes(name.size()) <= kBucketCapacity) {
-      contents->entries.push_back({key, ino, type, name});
-      encode_dir_bucket(*contents, self,
-                        std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
-      if (auto r = write(self, block.span().first(kBlockSize)); !r) return fail(r.error());
-      ++header->entries;
-      encode_dir_header(*header, header_block,
-                        std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
-      if (auto r = write(header_block, block.span().first(kBlockSize)); !r) return fail(r.error());
-      return true;
-    }
-    file_block = contents->overflow;
-  }
-  return false;
-}
-
-Result<void> Checker::reconnect(uint64_t ino) {
-  InodeInfo& info = inodes_[ino];
-  const uint64_t host = lost_found_ != 0 ? lost_found_ : kRootInode;
-  const std::string where = lost_found_ != 0 ? "/lost+found" : "the root directory";
-  const std::string name = "#" + std::to_string(ino);
-  const std::string what = fmt::format(
-      "inode {}: in use ({} links) but no name from the root reaches it", ino, info.nlink);
-  if (!options_.repair) {
-    found(fmt::format("{}; it would be named {} in {}", what, name, where), false, false);
-    reach(ino);  // what it holds is not reported again
-    return {};
-  }
-  const bool dir = (info.mode & S_IFMT) == S_IFDIR;
-  auto added = add_entry(host, name, ino, static_cast<uint8_t>((info.mode & S_IFMT) >> 12));
-  if (!added) return fail(added.error());
-  if (!*added) {
-    found(fmt::format("{}; {} has no room for it, left as it is", what, where), false, false);
-    return {};
-  }
-  found(fmt::format("{}; named {} in {}", what, name, where), true, false);
-  ++info.names;
-  children_.insert(std::lower_bound(children_.begin(), children_.end(), std::pair{host, ino}),
-                   {host, ino});
-  if (dir) {
-    ++inodes_[host].subdirs;
-    info.parent = host;
-    AlignedBuffer slot = fresh_block();
-    if (auto r = load_table_block(table_block(ino), slot, false); !r) return r;
-    auto disk =
-        decode_inode(std::span<const std::byte>(slot.data() + slot_offset(ino), kInodeSize), ino);
-    if (!disk) return fail(disk.error());
-    disk->parent = host;
-    if (auto r = rewrite_inode(ino, *disk); !r) return r;
-  }
-  reach(ino);
-  return {};
-}
-
-Result<void> Checker::check_connectivity() {
-  progress("Pass 3: connectivity and link counts", 0, 1);
-  if (inodes_.size() <= kRootInode || (inodes_[kRootInode].mode & S_IFMT) != S_IFDIR) {
-    found("inode 1: the root directory is missing or not a directory", false);
-    return {};
-  }
-  std::sort(children_.begin(), children_.end());
-  reach(kRootInode);
-  // Directories first: what they hold comes back with them.
-  for (const bool dirs : {true, false}) {
-    for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
-      InodeInfo& info = inodes_[ino];
-      if (info.mode == 0 || info.reached || info.names > 0 ||
-          ((info.mode & S_IFMT) == S_IFDIR) != dirs) {
-        continue;
-      }
-      if (info.nlink == 0) {
-        found(fmt::format("inode {}: unlinked while open and never freed (an orphan){}", ino,
-                          options_.repair ? "; freed" : ""),
-              options_.repair);
-        if (auto r = clear_inode(ino); !r) return r;
-        continue;
-      }
-      if (auto r = reconnect(ino); !r) return r;
-    }
-  }
-  for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
-    InodeInfo& info = inodes_[ino];
-    if (info.mode == 0) continue;
-    if (!info.reached) {
-      found(fmt::format("inode {}: named only inside directories no name from the root reaches "
-                        "(a loop); left as it is",
-                        ino),
-            false);
-      continue;
-    }
-    const bool dir = (info.mode & S_IFMT) == S_IFDIR;
-    const uint64_t expected = dir ? 2 + info.subdirs : info.names;
-    if (info.nlink == expected) continue;
-    if (expected < info.nlink && !incomplete_.empty()) {
-      // A directory not read whole may hold the names not counted: lowering nlink could
-      // free a file still named.
-      found(
-          fmt::format("inode {}: field nlink: {}, but {} {} that could be read; left as it is", ino,
-                      info.nlink, expected, dir ? "by its subdirectories" : "names reach it"),
-          false);
-      continue;
-    }
-    found(fmt::format("inode {}: field nlink: {}, but {} {}{}", ino, info.nlink, expected,
-                      dir ? "by its subdirectories" : "names reach it",
-                      options_.repair ? "; set" : ""),
-          options_.repair);
-    if (!options_.repair) continue;
-    AlignedBuffer slot = fresh_block();
-    if (auto r = load_table_block(table_block(ino), slot, false); !r) return r;
-    auto disk =
-        decode_inode(std::span<const std::byte>(slot.data() + slot_offset(ino), kInodeSize), ino);
-    if (!disk) return fail(disk.error());
-    disk->nlink = static_cast<uint32_t>(expected);
-    if (auto r = rewrite_inode(ino, *disk); !r) return r;
-    info.nlink = disk->nlink;
-  }
-  return {};
+Result<void> Checker::set_parent(uint64_t ino, uint64_t dir) {
+  InodeInfo& target = inodes_[ino];
+  if (target.parent == dir) return {};
+  found(fmt::format("directory {}: field parent: {}, but directory {} names it{}", ino,
+                    target.parent, dir, options_.repair ? "; set" : ""),
+        options_.repair);
+  target.parent = dir;
+  if (!options_.repair) return {};
+  AlignedBuffer slot = fresh_block();
+  if (auto r = load_table_block(table_block(ino), slot, false); !r) return r;
+  auto disk =
+      decode_inode(std::span<const std::byte>(slot.data() + slot_offset(ino), kInodeSize), ino);
+  if (!disk) return fail(disk.error());
+  disk->parent = dir;
+  return rewrite_inode(ino, *disk);
 }
 
 }  // namespace stripefs::fs

@@ -65,11 +65,12 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
 
   // Extents: inline, or a tree whose blocks the inode holds too.
   std::vector<Extent> extents;
-  Runs held;  // extent-tree and xattr blocks
+  Runs tree;  // extent-tree blocks
+  Runs held;  // xattr blocks, bad extents' blocks left in place
   bool rewrite = false;
   if (disk.tree_depth == 0) {
     extents = disk.inline_extents;
-  } else if (auto r = read_extent_tree(ino, disk.tree_root, disk.tree_depth, extents, held); !r) {
+  } else if (auto r = read_extent_tree(ino, disk.tree_root, disk.tree_depth, extents, tree); !r) {
     if (r.error().code != EUCLEAN) return r;  // an I/O error proves no damage
     found(fmt::format("inode {}: extent tree: {}; {}", ino, r.error().message,
                       options_.repair ? "the inode is cleared" : "left as it is"),
@@ -77,7 +78,8 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
     return clear_inode(ino);
   }
   std::vector<Extent> kept;
-  bool left_bad = false;  // a bad extent in a tree: left, so the block count is not judged
+  bool left_bad = false;  // a bad extent left (checking only): the block count is not judged
+  bool retree = false;    // a bad extent removed from a tree: written again after pass 1
   for (const Extent& e : extents) {
     std::string wrong;
     if (e.length == 0 || e.length > kMaxExtentLength) {
@@ -93,11 +95,12 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
       kept.push_back(e);
       continue;
     }
-    const bool fixable = disk.tree_depth == 0 && options_.repair;
+    const bool fixable = options_.repair;
     found(fmt::format("inode {}: {}: {}{}", ino, describe(e), wrong,
                       fixable ? "; removed" : "; left as it is"),
           fixable, false);
-    rewrite = rewrite || fixable;
+    rewrite = rewrite || (fixable && disk.tree_depth == 0);
+    retree = retree || (fixable && disk.tree_depth != 0);
     left_bad = left_bad || !fixable;
     if (!fixable && e.length != 0) {
       // Left in place, it still points at its blocks: those in the data area stay in use, so
@@ -165,8 +168,9 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
 
   uint64_t held_blocks = 0;
   for (const Extent& e : extents) held_blocks += e.length;
+  for (const auto& [first, count] : tree) held_blocks += count;
   for (const auto& [first, count] : held) held_blocks += count;
-  if (held_blocks != disk.blocks && !left_bad) {
+  if (held_blocks != disk.blocks && !left_bad && !retree) {
     found(fmt::format("inode {}: field blocks: {}, but it holds {}{}", ino, disk.blocks,
                       held_blocks, options_.repair ? "; set" : ""),
           options_.repair);
@@ -196,7 +200,19 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
       break;
   }
   extents_[ino] = std::move(extents);
+  if (!tree.empty()) tree_runs_[ino] = std::move(tree);
   if (!held.empty()) meta_runs_[ino] = std::move(held);
+  if (retree) retree_.push_back(ino);  // its block count is set then
+  hold(ino);
+  return {};
+}
+
+Result<void> Checker::rewrite_trees() {
+  for (uint64_t ino : retree_) {
+    if (inodes_[ino].mode == 0) continue;
+    if (auto r = set_extents(ino, extents_[ino]); !r) return r;
+  }
+  retree_.clear();
   return {};
 }
 
@@ -286,6 +302,7 @@ Result<void> Checker::rewrite_inode(uint64_t ino, const DiskInode& disk) {
 Result<void> Checker::clear_inode(uint64_t ino) {
   inodes_[ino] = InodeInfo{};
   extents_.erase(ino);
+  tree_runs_.erase(ino);
   meta_runs_.erase(ino);
   if (!options_.repair) return {};
   DiskInode empty;

@@ -181,6 +181,8 @@ Result<CheckReport> Checker::run() {
   }
   report_.checked = true;
   if (auto r = check_inodes(); !r) return fail(r.error());
+  if (auto r = rewrite_trees(); !r) return fail(r.error());
+  if (auto r = check_shared_blocks(); !r) return fail(r.error());
   if (auto r = check_directories(); !r) return fail(r.error());
   if (auto r = check_connectivity(); !r) return fail(r.error());
   if (auto r = check_space(); !r) return fail(r.error());

@@ -1,6 +1,9 @@
 // The check's state, shared by its passes (check.hpp says what each pass does):
 // checker.cpp (blocks, pass 0, the run), check_inodes.cpp (pass 1),
-// check_directories.cpp (passes 2 and 3), check_space.cpp (passes 4 and 5).
+// check_shared.cpp (pass 1b: blocks claimed twice), check_directories.cpp (pass 2),
+// check_connectivity.cpp (pass 3),
+// check_space.cpp (passes 4 and 5), and check_rewrite.cpp (what the repairs that move
+// blocks share: space, extents, a directory laid out again).
 #pragma once
 
 #include <cstdint>
@@ -68,6 +71,8 @@ class Checker {
   Result<void> check_inode(uint64_t ino, AlignedBuffer& block, uint64_t table);
   Result<void> read_extent_tree(uint64_t ino, uint64_t block, uint32_t levels,
                                 std::vector<Extent>& out, Runs& tree_blocks);
+  // The trees pass 1 found bad extents in, written again without them (repair only).
+  Result<void> rewrite_trees();
   // Clears inode `ino`'s slot (its generation kept) when repairing; it no longer counts as
   // in use either way.
   Result<void> clear_inode(uint64_t ino);
@@ -82,10 +87,45 @@ class Checker {
     return sb_.inode_table_start + (ino - 1) / kInodesPerBlock;
   }
   static size_t slot_offset(uint64_t ino) { return ((ino - 1) % kInodesPerBlock) * kInodeSize; }
+  // The bucket a key belongs in (linear hashing: directory_index.cpp).
+  static uint64_t bucket_of(const DirHeader& h, uint64_t key) {
+    const uint64_t b = key & ((uint64_t{1} << h.level) - 1);
+    return b < h.split ? key & ((uint64_t{1} << (h.level + 1)) - 1) : b;
+  }
 
-  // ---- passes 2 and 3 (check_directories.cpp) ----
+  // ---- pass 1b (check_shared.cpp) ----
+  // Blocks two inodes (or one, twice) claim: reported; repairing, every claimant after the
+  // first gets copies of its own, as e2fsck's passes 1b-1d clone them.
+  Result<void> check_shared_blocks();
+  Result<void> give_copies(uint64_t ino, const std::vector<uint64_t>& shared);
+  // Volume block `from`'s contents written at `to`: a directory's blocks, sealed with the
+  // block they live in, are sealed again; a file's data carries its checksum along.
+  Result<void> copy_block(uint64_t ino, uint64_t file_block, uint64_t from, uint64_t to);
+
+  // ---- repairs that move blocks (check_rewrite.cpp) ----
+  // `count` blocks no inode holds, the bitmap's free ones first; never handed out twice
+  // in one run. ENOSPC when there are not that many.
+  Result<Runs> allocate(uint64_t count);
+  // Marks `ino`'s blocks as held for allocate (an inode taken in after it started).
+  void hold(uint64_t ino);
+  // Rewrites inode `ino`'s extents as `extents` (sorted, not overlapping): inline, or in a
+  // fresh tree; the old tree's blocks are let go, the block count follows. `change` may
+  // change the inode (its size) before it is written.
+  Result<void> set_extents(uint64_t ino, std::vector<Extent> extents,
+                           const std::function<void(DiskInode&)>& change = {});
+  // Lays directory `dir` out again holding `entries` (names checked, keys recomputed): a
+  // header and as many buckets as keep them about half full, in the blocks it has where
+  // they are mapped and in new ones where not.
+  Result<void> write_directory(uint64_t dir, std::vector<DirEntry> entries);
+  // Sets volume block `b`'s entry in the checksum table.
+  Result<void> set_checksum(uint64_t b, uint32_t crc);
+  Result<uint32_t> get_checksum(uint64_t b);
+
+  // ---- pass 2 (check_directories.cpp), pass 3 (check_connectivity.cpp) ----
   Result<void> check_directories();
   Result<void> check_directory(uint64_t dir);
+  // Directory `ino` is named in `dir`: its parent field says so (a finding when it did not).
+  Result<void> set_parent(uint64_t ino, uint64_t dir);
   // An inode a name leads to but the inode bitmap marks free: checked as pass 1 would, and
   // in use from now on if its slot holds one. Whether it is.
   Result<bool> adopt(uint64_t ino);
@@ -93,9 +133,18 @@ class Checker {
   // Gives `ino`, which no name from the root reaches, the name "#ino" in /lost+found (or
   // the root, when there is none), as e2fsck does.
   Result<void> reconnect(uint64_t ino);
-  // Adds an entry to directory `dir`, in its bucket's chain where a block has room. False
-  // when none has (the entry is not added).
+  // Directory `dir`, named only inside directories the root does not reach (a loop):
+  // those names removed, reconnected.
+  Result<void> break_loop(uint64_t dir);
+  // Adds an entry to directory `dir`, in its bucket's chain where a block has room, else
+  // laying the directory out again with it. False when it cannot be read (not added).
   Result<bool> add_entry(uint64_t dir, const std::string& name, uint64_t ino, uint8_t type);
+  // Every entry of directory `dir` (its chains whole). False when it cannot be read.
+  Result<bool> read_entries(uint64_t dir, std::vector<DirEntry>& out);
+  // Removes `dir`'s entries naming `ino`; how many.
+  Result<uint64_t> remove_entries(uint64_t dir, uint64_t ino);
+  // Makes /lost+found (repair only): the root gets a directory to reconnect into.
+  Result<void> make_lost_found();
   // The volume block of `ino`'s file block (0: not mapped).
   uint64_t map_block(uint64_t ino, uint64_t file_block) const;
   // Marks what `dir` reaches, through children_ (sorted).
@@ -114,9 +163,13 @@ class Checker {
   std::unordered_map<uint64_t, std::vector<std::byte>> journal_images_;  // read-only check
   std::vector<bool> inode_bits_, block_bits_;                            // the bitmaps as found
   std::vector<uint64_t> damaged_bitmap_blocks_;
-  std::vector<InodeInfo> inodes_;                        // by inode number; mode 0: not in use
-  std::map<uint64_t, std::vector<Extent>> extents_;      // by inode: every file's extents
-  std::map<uint64_t, Runs> meta_runs_;                   // by inode: extent-tree and xattr blocks
+  std::vector<InodeInfo> inodes_;                    // by inode number; mode 0: not in use
+  std::map<uint64_t, std::vector<Extent>> extents_;  // by inode: every file's extents
+  std::map<uint64_t, Runs> tree_runs_;               // by inode: extent-tree blocks
+  std::map<uint64_t, Runs> meta_runs_;  // by inode: xattr blocks, and bad extents' left in place
+  std::vector<uint64_t> retree_;        // inodes whose trees lose bad extents (repair)
+  std::vector<bool> taken_;             // blocks allocate() may not hand out (empty: not yet)
+  uint64_t next_free_ = 0;              // where allocate() looks first
   std::vector<std::pair<uint64_t, uint64_t>> children_;  // (directory, what it names)
   std::vector<uint64_t> adopted_dirs_;  // directories adopt() took in, still to check
   uint64_t lost_found_ = 0;             // the root's "lost+found", when a directory

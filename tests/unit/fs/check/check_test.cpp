@@ -1,10 +1,12 @@
 // The offline check (fsck.stripefs's engine) on a RAID5 of memory members: a healthy
 // filesystem has nothing wrong; each kind of damage is found by a read-only check, which
 // writes nothing, with exit code 4; a repairing check puts it right (exit 1), after which a
-// second check finds nothing (exit 0), the filesystem mounts and the files left read right.
-// Damage a repair cannot put right (a block claimed by two files) stays at exit 4.
+// second check finds nothing (exit 0), the filesystem mounts and the files left read right:
+// blocks claimed twice are copied, directories whose shape is damaged are laid out again, a
+// directory loop is broken and what no name reaches goes to a /lost+found made for it.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -130,6 +132,23 @@ struct Checked {
     }
     ADD_FAILURE() << "no bucket of " << d << " holds " << name;
     return {};
+  }
+  // The volume block of `d`'s file block `file_block`.
+  uint64_t dir_block(uint64_t d, uint64_t file_block) {
+    for (const fs::Extent& e : inode(d).inline_extents) {
+      if (file_block >= e.logical && file_block < e.logical_end()) {
+        return e.physical + (file_block - e.logical);
+      }
+    }
+    ADD_FAILURE() << "directory " << d << " maps no file block " << file_block;
+    return 0;
+  }
+  // Bytes that pass as no block (the same on every member: no copy is right).
+  void scribble(uint64_t b) {
+    AlignedBuffer garbage(kBlockSize);
+    const auto bytes = pattern(kBlockSize, 77);
+    std::copy(bytes.begin(), bytes.end(), garbage.data());
+    write_block(b, garbage);
   }
   void set_bucket(uint64_t self, const fs::DirBucket& bucket) {
     AlignedBuffer b(kBlockSize);
@@ -307,6 +326,41 @@ INSTANTIATE_TEST_SUITE_P(
             "file_data_wrong_on_one_member",
             [](Checked& c) { c.corrupt_on_member(c.inode(c.big).inline_extents[0].physical + 17); },
             "file block 17", true},
+        Damage{"directory_header_with_no_good_copy",
+               [](Checked& c) { c.scribble(c.dir_block(c.sub, 0)); }, "header: directory header at",
+               false},
+        Damage{"directory_bucket_with_no_good_copy",
+               [](Checked& c) { c.scribble(c.bucket_with(c.dir, "small").first); },
+               "bucket 0: directory bucket at", false},
+        Damage{"entry_with_a_wrong_key",
+               [](Checked& c) {
+                 auto [self, bucket] = c.bucket_with(c.sub, "f3");
+                 for (auto& e : bucket.entries) {
+                   if (e.name == "f3") e.key ^= 0x10;
+                 }
+                 c.set_bucket(self, bucket);
+               },
+               "is not its name's", true},
+        Damage{"directory_loop",
+               [](Checked& c) {
+                 // /dir/sub/up names /dir, and /dir loses its name in the root.
+                 auto [root_self, root_bucket] = c.bucket_with(kRootInode, "dir");
+                 std::erase_if(root_bucket.entries,
+                               [](const fs::DirEntry& e) { return e.name == "dir"; });
+                 c.set_bucket(root_self, root_bucket);
+                 auto [self, bucket] = c.bucket_with(c.sub, "f3");
+                 bucket.entries.push_back(
+                     {fs::DirectoryIndex::name_key("up", c.sb.hash_seed), c.dir, DT_DIR, "up"});
+                 c.set_bucket(self, bucket);
+               },
+               "(a loop)", false},
+        Damage{"block_claimed_twice",
+               [](Checked& c) {
+                 DiskInode n = c.inode(c.small);
+                 n.inline_extents[0].physical = c.inode(c.big).inline_extents[0].physical;
+                 c.set_inode(c.small, n);
+               },
+               "claimed by another inode too", false},
         Damage{"checksum_table_block",
                [](Checked& c) {
                  AlignedBuffer b = c.read_block(c.sb.checksum_start);
@@ -336,24 +390,86 @@ TEST(FsCheck, AnOrphanIsFreed) {
   ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
 }
 
-// A file no name reaches gets "#ino" in the root (there is no /lost+found), as e2fsck
-// reconnects one, and reads as before under it.
-TEST(FsCheck, AFileNoNameReachesIsNamedAfterItsInode) {
+// A file no name reaches gets "#ino" in /lost+found, which the check makes (there is none),
+// as e2fsck reconnects one, and reads as before under it.
+TEST(FsCheck, AFileNoNameReachesIsNamedAfterItsInodeInLostAndFound) {
   Checked c;
   auto [self, bucket] = c.bucket_with(c.dir, "small");
   std::erase_if(bucket.entries, [](const fs::DirEntry& e) { return e.name == "small"; });
   c.set_bucket(self, bucket);
+  const uint32_t root_links = c.inode(kRootInode).nlink;
   const fs::CheckReport repaired = c.check(true);
   EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
-  EXPECT_NE(all(repaired).find("named #" + std::to_string(c.small) + " in the root directory"),
+  EXPECT_NE(all(repaired).find("/lost+found: missing; made"), std::string::npos) << all(repaired);
+  EXPECT_NE(all(repaired).find("named #" + std::to_string(c.small) + " in /lost+found"),
             std::string::npos)
       << all(repaired);
+  EXPECT_EQ(c.inode(kRootInode).nlink, root_links + 1);
   ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
-  auto found = c.t.fs->lookup(kRootInode, "#" + std::to_string(c.small));
+  auto lost = c.t.fs->lookup(kRootInode, "lost+found");
+  ASSERT_TRUE(lost.has_value()) << lost.error().message;
+  EXPECT_EQ(lost->mode, S_IFDIR | 0700u);
+  auto found = c.t.fs->lookup(lost->ino, "#" + std::to_string(c.small));
   ASSERT_TRUE(found.has_value()) << found.error().message;
   EXPECT_EQ(found->ino, c.small);
   EXPECT_TRUE(c.t.read(c.small, 0, c.small_data.size()) == c.small_data);
   EXPECT_EQ(*c.t.fs->getxattr(c.small, "user.colour"), "blue");
+}
+
+// A directory whose header no copy holds right is laid out again from its buckets: every
+// name in it is kept.
+TEST(FsCheck, ADirectoryWithoutItsHeaderKeepsEveryName) {
+  Checked c;
+  c.scribble(c.dir_block(c.sub, 0));
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  EXPECT_EQ(all(repaired).find("lost+found"), std::string::npos) << all(repaired);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_TRUE(c.t.fs->lookup(c.sub, "f" + std::to_string(i)).has_value()) << i;
+  }
+  auto linked = c.t.fs->lookup(c.sub, "linked");
+  ASSERT_TRUE(linked.has_value());
+  EXPECT_EQ(linked->nlink, 2u);
+  // It takes new names as any directory does.
+  EXPECT_NE(c.t.create(c.sub, "after"), 0u);
+}
+
+// Entries in a bucket their keys do not belong in (lookups miss them) are found and put
+// where they belong, in a directory of many buckets.
+TEST(FsCheck, AnEntryInTheWrongBucketIsPutWhereLookupsFindIt) {
+  Checked c;
+  c.t.mount();
+  const uint64_t many = c.t.create(kRootInode, "many", S_IFDIR | 0755);
+  for (int i = 0; i < 300; ++i) c.t.create(many, ("n" + std::to_string(i)).c_str());
+  c.unmount();
+  auto header_block = c.read_block(c.dir_block(many, 0));
+  auto header = fs::decode_dir_header(c.span(header_block), c.dir_block(many, 0));
+  ASSERT_TRUE(header.has_value());
+  ASSERT_GE(header->buckets(), 2u);
+  auto [from, bucket] = c.bucket_with(many, "n17");
+  fs::DirEntry moved;
+  std::erase_if(bucket.entries, [&](const fs::DirEntry& e) {
+    if (e.name != "n17") return false;
+    moved = e;
+    return true;
+  });
+  c.set_bucket(from, bucket);
+  const uint64_t to = from == c.dir_block(many, 1) ? c.dir_block(many, 2) : c.dir_block(many, 1);
+  AlignedBuffer other = c.read_block(to);
+  auto target = fs::decode_dir_bucket(c.span(other), to);
+  ASSERT_TRUE(target.has_value());
+  target->entries.push_back(moved);
+  c.set_bucket(to, *target);
+  const fs::CheckReport found = c.check(false);
+  EXPECT_EQ(found.exit_code(), 4);
+  EXPECT_NE(all(found).find("entry 'n17': in bucket"), std::string::npos) << all(found);
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  for (int i = 0; i < 300; ++i) {
+    EXPECT_TRUE(c.t.fs->lookup(many, "n" + std::to_string(i)).has_value()) << i;
+  }
 }
 
 // Two inodes of one table block: one wrong on its member, the other's bytes wrong in the
@@ -387,9 +503,10 @@ TEST(FsCheck, AMountHealsASuperblockWrongOnOneMember) {
   EXPECT_EQ(c.check(false).exit_code(), 0) << "the member was not rewritten";
 }
 
-// A bad extent inside an extent tree is left (only inline ones are removed), and the blocks
-// it points at stay in use: a repaired bitmap must not hand them out again.
-TEST(FsCheck, ABadExtentInATreeIsLeftAndItsBlocksStayInUse) {
+// A bad extent inside an extent tree: a check leaves it and the blocks it points at stay
+// in use (a repaired bitmap must not hand them out); a repair writes the tree again without
+// it, and the file's other extents read as before.
+TEST(FsCheck, ABadExtentInATreeIsRemovedAndTheTreeWrittenAgain) {
   Checked c;
   c.t.mount();
   const uint64_t ino = c.t.create(kRootInode, "fragmented");
@@ -403,34 +520,62 @@ TEST(FsCheck, ABadExtentInATreeIsLeftAndItsBlocksStayInUse) {
   AlignedBuffer leaf = c.read_block(n.tree_root);
   auto extents = fs::decode_extent_leaf(c.span(leaf), n.tree_root);
   ASSERT_TRUE(extents.has_value());
-  ASSERT_GE(extents->size(), 6u);
-  const uint64_t physical = extents->back().physical;
+  ASSERT_GE(extents->size(), 7u);
+  const uint64_t bad_logical = extents->back().logical;
   extents->back().logical = fs::kMaxFileSize / kBlockSize;  // past the largest file
   fs::encode_extent_leaf(*extents, n.tree_root, c.span(leaf));
   c.write_block(n.tree_root, leaf);
+  const fs::CheckReport found = c.check(false);
+  EXPECT_EQ(found.exit_code(), 4) << all(found);
+  EXPECT_NE(all(found).find("past the largest file; left as it is"), std::string::npos)
+      << all(found);
   const fs::CheckReport repaired = c.check(true);
-  EXPECT_EQ(repaired.exit_code(), 4) << all(repaired);
-  EXPECT_NE(all(repaired).find("past the largest file; left as it is"), std::string::npos)
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  EXPECT_NE(all(repaired).find("past the largest file; removed"), std::string::npos)
       << all(repaired);
-  EXPECT_EQ(all(repaired).find("hold nothing"), std::string::npos) << all(repaired);
-  // Its block is still marked in use.
-  const uint64_t self = c.sb.block_bitmap_start + physical / fs::kBitsPerBitmapBlock;
-  AlignedBuffer bitmap = c.read_block(self);
-  const uint64_t bit = physical % fs::kBitsPerBitmapBlock;
-  EXPECT_NE(std::to_integer<int>(bitmap.data()[fs::kHeaderSize + bit / 8] >> (bit % 8)) & 1, 0)
-      << all(repaired) << " block " << physical;
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  for (uint64_t i = 0; i < 8; ++i) {
+    const auto got = c.t.read(ino, i * (1 << 20), kBlockSize);
+    if (i * (1 << 20) / kBlockSize == bad_logical) {
+      EXPECT_TRUE(got == std::vector<std::byte>(kBlockSize)) << i;  // a hole now
+    } else {
+      EXPECT_TRUE(got == pattern(kBlockSize, 40 + i)) << i;
+    }
+  }
 }
 
-// Two files claiming one block: nothing says which is right, so it is reported and left.
-TEST(FsCheck, ABlockClaimedTwiceIsReportedAndLeft) {
+// Two files claiming one block: nothing says which is right, so each keeps a copy; writing
+// one then leaves the other alone. A directory claiming a block second gets a copy sealed
+// where it lives.
+TEST(FsCheck, ABlockClaimedTwiceIsCopiedForTheSecondClaimant) {
   Checked c;
+  c.t.mount();
+  const uint64_t later = c.t.create(kRootInode, "later", S_IFDIR | 0755);
+  c.t.create(later, "inside");
+  c.unmount();
+  const uint64_t shared = c.inode(c.big).inline_extents[0].physical;
   DiskInode n = c.inode(c.small);
-  n.inline_extents[0].physical = c.inode(c.big).inline_extents[0].physical;
+  n.inline_extents[0].physical = shared;
   c.set_inode(c.small, n);
-  EXPECT_EQ(c.check(false).exit_code(), 4);
-  const fs::CheckReport repaired = c.check(true);
-  EXPECT_EQ(repaired.exit_code(), 4) << all(repaired);
-  EXPECT_NE(all(repaired).find("claimed by another inode"), std::string::npos) << all(repaired);
+  // `big` (an inode before `later`) claims `later`'s bucket too.
+  DiskInode b = c.inode(c.big);
+  b.inline_extents.push_back({5000, c.dir_block(later, 1), 1, true});  // reads as zeros
+  b.blocks += 1;
+  c.set_inode(c.big, b);
+  const AlignedBuffer first_block = c.read_block(shared);
+  const fs::CheckReport found = c.check(false);
+  EXPECT_EQ(found.exit_code(), 4) << all(found);
+  const fs::CheckReport repaired = c.check(true, true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  EXPECT_NE(all(repaired).find("given copies of its own"), std::string::npos) << all(repaired);
+  EXPECT_EQ(c.check(false, true).exit_code(), 0) << "data checksums came along";
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  EXPECT_NE(c.inode(c.small).inline_extents[0].physical, shared);
+  const auto small_now = c.t.read(c.small, 0, kBlockSize);
+  EXPECT_TRUE(std::equal(small_now.begin(), small_now.end(), first_block.data()));
+  ASSERT_TRUE(c.t.write(c.small, 0, pattern(kBlockSize, 99)).has_value());
+  EXPECT_TRUE(c.t.read(c.big, 0, kBig) == c.big_data);
+  EXPECT_TRUE(c.t.fs->lookup(later, "inside").has_value());
 }
 
 }  // namespace

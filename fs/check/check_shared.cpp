@@ -1,0 +1,141 @@
+// Pass 1b: blocks claimed twice. Nothing says which claimant is right, so none loses: the
+// first (by inode number) keeps the block, every later one gets a copy of its own, as
+// e2fsck's passes 1b-1d clone multiply-claimed blocks.
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "fs/check/checker.hpp"
+
+namespace stripefs::fs {
+
+Result<void> Checker::check_shared_blocks() {
+  progress("Pass 1b: blocks claimed twice", 0, 1);
+  std::vector<bool> used(sb_.total_blocks, false);
+  std::map<uint64_t, std::vector<uint64_t>> shared;  // by inode: the blocks it claims second
+  for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+    if (inodes_[ino].mode == 0) continue;
+    std::vector<uint64_t> twice;
+    const auto claim = [&](uint64_t first, uint64_t count) {
+      for (uint64_t b = first; b < first + count && b < used.size(); ++b) {
+        if (used[b]) twice.push_back(b);
+        used[b] = true;
+      }
+    };
+    if (auto it = extents_.find(ino); it != extents_.end()) {
+      for (const Extent& e : it->second) claim(e.physical, e.length);
+    }
+    for (const auto* runs : {&tree_runs_, &meta_runs_}) {
+      if (auto it = runs->find(ino); it != runs->end()) {
+        for (const auto& [first, count] : it->second) claim(first, count);
+      }
+    }
+    if (!twice.empty()) shared[ino] = std::move(twice);
+  }
+  for (const auto& [ino, blocks] : shared) {
+    std::string list;
+    for (size_t i = 0; i < std::min<size_t>(blocks.size(), 5); ++i) {
+      list += (i == 0 ? "" : ", ") + std::to_string(blocks[i]);
+    }
+    found(fmt::format("inode {}: {} blocks ({}{}) claimed by another inode too{}", ino,
+                      blocks.size(), list, blocks.size() > 5 ? ", ..." : "",
+                      options_.repair ? "; given copies of its own" : "; left as they are"),
+          options_.repair, false);
+    if (!options_.repair) continue;
+    if (auto r = give_copies(ino, blocks); !r) return r;
+  }
+  return {};
+}
+
+Result<void> Checker::give_copies(uint64_t ino, const std::vector<uint64_t>& shared) {
+  std::vector<uint64_t> sorted = shared;
+  std::sort(sorted.begin(), sorted.end());
+  const auto is_shared = [&](uint64_t b) {
+    return std::binary_search(sorted.begin(), sorted.end(), b);
+  };
+  // The xattr block: copied and sealed where it now lives.
+  Runs& meta = meta_runs_[ino];
+  AlignedBuffer slot = fresh_block();
+  if (auto r = load_table_block(table_block(ino), slot, false); !r) return r;
+  auto disk =
+      decode_inode(std::span<const std::byte>(slot.data() + slot_offset(ino), kInodeSize), ino);
+  if (!disk) return fail(disk.error());
+  if (disk->xattr_block != 0 && is_shared(disk->xattr_block)) {
+    auto space = allocate(1);
+    if (!space) return fail(space.error().code, "inode {}: {}", ino, space.error().message);
+    const uint64_t to = space->front().first;
+    AlignedBuffer block = fresh_block();
+    if (auto r = read(disk->xattr_block, block); !r) return r;
+    auto attrs = decode_xattrs(image(block), disk->xattr_block);
+    if (!attrs) return fail(attrs.error());
+    encode_xattrs(*attrs, to, std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
+    if (auto r = write(to, block.span().first(kBlockSize)); !r) return r;
+    for (auto& [first, count] : meta) {
+      if (first == disk->xattr_block && count == 1) first = to;
+    }
+    disk->xattr_block = to;
+    if (auto r = rewrite_inode(ino, *disk); !r) return r;
+  }
+  if (meta.empty()) meta_runs_.erase(ino);
+
+  // File data: each run of shared blocks moves to blocks of its own, copied.
+  std::vector<Extent> extents;
+  bool moved = false;
+  for (const Extent& e : extents_[ino]) {
+    for (uint64_t i = 0; i < e.length;) {
+      uint64_t n = 1;
+      const bool copy = is_shared(e.physical + i);
+      while (i + n < e.length && is_shared(e.physical + i + n) == copy) ++n;
+      if (!copy) {
+        extents.push_back({e.logical + i, e.physical + i, static_cast<uint32_t>(n), e.unwritten});
+        i += n;
+        continue;
+      }
+      auto space = allocate(n);
+      if (!space) return fail(space.error().code, "inode {}: {}", ino, space.error().message);
+      for (const auto& [first, count] : *space) {
+        for (uint64_t k = 0; k < count; ++k) {
+          if (auto r = copy_block(ino, e.logical + i + k, e.physical + i + k, first + k); !r) {
+            return r;
+          }
+        }
+        extents.push_back({e.logical + i, first, static_cast<uint32_t>(count), e.unwritten});
+        i += count;
+      }
+      moved = true;
+    }
+  }
+  bool tree_shared = false;
+  if (auto it = tree_runs_.find(ino); it != tree_runs_.end()) {
+    for (const auto& [first, count] : it->second) {
+      for (uint64_t b = first; b < first + count; ++b) tree_shared = tree_shared || is_shared(b);
+    }
+  }
+  // A tree (shared or over moved data) is written afresh, in blocks of its own.
+  if (moved || tree_shared) return set_extents(ino, std::move(extents));
+  return {};
+}
+
+Result<void> Checker::copy_block(uint64_t ino, uint64_t file_block, uint64_t from, uint64_t to) {
+  AlignedBuffer block = fresh_block();
+  if (auto r = read(from, block); !r) return r;
+  const uint32_t type = inodes_[ino].mode & S_IFMT;
+  const auto out = std::span<std::byte, kBlockSize>(block.data(), kBlockSize);
+  if (type == S_IFDIR && file_block == 0) {
+    if (auto h = decode_dir_header(image(block), from)) encode_dir_header(*h, to, out);
+  } else if (type == S_IFDIR) {
+    if (auto d = decode_dir_bucket(image(block), from)) encode_dir_bucket(*d, to, out);
+  }
+  // (A directory block that does not decode is copied as it is: pass 2 lays the directory
+  // out again.)
+  if (auto r = write(to, block.span().first(kBlockSize)); !r) return r;
+  if (type != S_IFREG || !sb_.has_checksums()) return {};
+  auto crc = get_checksum(from);
+  if (!crc && crc.error().code != EUCLEAN) return fail(crc.error());
+  // A table block no copy of which passes is made again from the data in pass 5.
+  if (!crc) return {};
+  auto r = set_checksum(to, *crc);
+  return !r && r.error().code == EUCLEAN ? Result<void>() : r;
+}
+
+}  // namespace stripefs::fs
