@@ -117,4 +117,13 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
   }
 }
 
+std::future<std::vector<FailedIo>> submit_ios_async(std::span<Member* const> members, MemberOp op,
+                                                    std::vector<PlannedIo> ios) {
+  auto done = std::make_shared<std::promise<std::vector<FailedIo>>>();
+  auto future = done->get_future();
+  submit_ios(members, op, std::move(ios), false,
+             [done](std::vector<FailedIo> failed) { done->set_value(std::move(failed)); });
+  return future;
+}
+
 }  // namespace stripefs

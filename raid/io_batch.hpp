@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <span>
 #include <vector>
 
@@ -42,5 +43,8 @@ std::vector<MergedRequest> merge_ios(std::vector<PlannedIo> ios,
 // Submits `ios` (all of kind `op`) to `members` and calls `done` once with every failure.
 void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<PlannedIo> ios, bool fua,
                 std::function<void(std::vector<FailedIo>)> done);
+// The same, with a future for every failure instead of a callback.
+std::future<std::vector<FailedIo>> submit_ios_async(std::span<Member* const> members, MemberOp op,
+                                                    std::vector<PlannedIo> ios);
 
 }  // namespace stripefs

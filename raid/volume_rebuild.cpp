@@ -39,19 +39,6 @@ uint64_t Volume::rebuild_batch() const {
   return std::max<uint64_t>(1, kRebuildBatchBytes / geometry_.chunk_size());
 }
 
-namespace {
-
-std::future<std::vector<FailedIo>> submit_async(std::span<Member* const> members, MemberOp op,
-                                                std::vector<PlannedIo> ios) {
-  auto done = std::make_shared<std::promise<std::vector<FailedIo>>>();
-  auto future = done->get_future();
-  submit_ios(members, op, std::move(ios), false,
-             [done](std::vector<FailedIo> failed) { done->set_value(std::move(failed)); });
-  return future;
-}
-
-}  // namespace
-
 Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t count,
                                     bool* target_failed, const NeededStripes& needed,
                                     uint64_t* rebuilt, const BatchDone& batch_done) {
@@ -132,7 +119,7 @@ Result<void> Volume::rebuild_member(unsigned member, uint64_t first, uint64_t co
       unlock(current);
       break;
     }
-    current.written = submit_async(members_.all(), MemberOp::write, std::move(*writes));
+    current.written = submit_ios_async(members_.all(), MemberOp::write, std::move(*writes));
     writing = std::move(current);
   }
   // Whatever is still under way ends before the locks go (an error left it there).
@@ -176,7 +163,7 @@ void Volume::read_rows(unsigned member, RebuildBatch& b) {
     }
     if (mine) b.rows.push_back(std::move(row));  // RAID10 keeps some rows off the member
   }
-  b.read = submit_async(members_.all(), MemberOp::read, std::move(reads));
+  b.read = submit_ios_async(members_.all(), MemberOp::read, std::move(reads));
 }
 
 // Waits for the batch's reads and rebuilds the member's chunk of each row; the writes that

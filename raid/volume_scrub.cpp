@@ -14,6 +14,7 @@
 #include <future>
 
 #include "raid/aligned_buffer.hpp"
+#include "raid/io_batch.hpp"
 #include "raid/log.hpp"
 #include "raid/volume.hpp"
 
@@ -191,13 +192,14 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   counts.bad_chunks.resize(width, 0);
   if (geometry_.level() == RaidLevel::raid0) return {};  // nothing to check against
   // A batch of stripes at a time, under their locks: one read per member for the range they
-  // occupy on it (every member at once), then each stripe judged from the buffers. The next
+  // occupy on it (every member at once; cut at the device's max_io, as every Volume request
+  // is), then each stripe judged from the buffers. The next
   // batch is read while this one is judged.
   const uint64_t batch = rebuild_batch();
   struct Batch {
     uint64_t from = 0, to = 0, begin = 0;
     std::vector<AlignedBuffer> buffers;
-    std::vector<std::future<Result<void>>> reads;
+    std::future<std::vector<FailedIo>> read;  // cut to each member's limits
     Result<void> status;
   };
   Batch batches[2];
@@ -245,7 +247,7 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   const auto start = [&](Batch& b, uint64_t from) {
     b.from = from;
     b.to = std::min(from + batch, last);
-    b.reads.clear();
+    b.read = {};
     b.status = {};
     for (uint64_t stripe = b.from; stripe < b.to; ++stripe) locks_.lock(stripe);
     // A member that left service meanwhile (failed, or being rebuilt) has nothing to check.
@@ -257,17 +259,22 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     if (!b.status) return;
     const auto [begin, end] = member_range(b.from, b.to - 1);
     b.begin = begin;
+    std::vector<PlannedIo> reads;
     for (unsigned m = 0; m < width; ++m) {
-      b.reads.push_back(member_start(*members_[m], MemberOp::read, data_offset_ + begin,
-                                     b.buffers[m].span().first(end - begin)));
+      reads.push_back({m, data_offset_ + begin, b.buffers[m].data(), end - begin, m});
     }
+    b.read = submit_ios_async(members_.all(), MemberOp::read, std::move(reads));
     VolumeCounters::add(stats_.member_read_ios, width);
   };
   // Waits for its reads, judges (and repairs) its stripes, and unlocks them.
   const auto finish = [&](Batch& b, bool judge_it) -> Result<void> {
     Result<void> status = b.status;
-    for (auto& r : b.reads) {
-      if (Result<void> got = r.get(); !got && status) status = got;
+    if (b.read.valid()) {
+      const std::vector<FailedIo> failed = b.read.get();
+      if (!failed.empty() && status) {
+        status = fail(failed[0].error, "{}: read failed: {}", members_[failed[0].member]->name(),
+                      std::strerror(failed[0].error));
+      }
     }
     for (uint64_t stripe = b.from; stripe < b.to && status && judge_it; ++stripe) {
       const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);

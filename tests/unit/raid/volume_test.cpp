@@ -156,6 +156,34 @@ TEST(Volume, SequentialStreamIsContiguousAndMergedPerMember) {
   EXPECT_EQ(f.inconsistent(), 0u);
 }
 
+// A scrub reads each member's range of a batch of stripes at once, cut as every Volume
+// request is: none past the member's max_io nor across a multiple of it.
+TEST(Volume, ScrubReadsKeepToTheMembersLimits) {
+  DeviceLimits limits;
+  limits.max_io = 64 * 1024;
+  limits.optimal_io = 16 * 1024;
+  Fixture f(RaidLevel::raid5, 4, limits);
+  const uint64_t stripe = f.volume->geometry().stripe_data_size();
+  f.write(0, kRows * stripe, 7);
+  for (auto& m : f.array.faulty) m->set_logging(true);
+  Volume::ScrubCounts counts;
+  ASSERT_TRUE(f.volume->scrub_stripes(0, kRows, false, counts).has_value());
+  EXPECT_EQ(counts.stripes, kRows);
+  EXPECT_EQ(counts.mismatched, 0u);
+  for (auto& m : f.array.faulty) {
+    SCOPED_TRACE(m->name());
+    uint64_t read = 0;
+    for (const LoggedIo& io : m->take_log()) {
+      EXPECT_EQ(io.op, MemberOp::read);
+      EXPECT_LE(io.length, limits.max_io);
+      EXPECT_EQ(io.offset / limits.max_io, (io.offset + io.length - 1) / limits.max_io)
+          << "a request crosses a max_io boundary";
+      read += io.length;
+    }
+    EXPECT_EQ(read, kRows * kChunk) << "every member's whole range is read once";
+  }
+}
+
 TEST(Volume, ChoosesReadModifyWriteOrReconstructWriteByFewerReads) {
   {
     Fixture f(RaidLevel::raid5, 8);  // 7 data chunks: a small write reads less with RMW
