@@ -157,12 +157,13 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
     }
   }
 
+  bool past_eof = false;
   if (type == S_IFREG) {
     const uint64_t size_blocks = (disk.size + kBlockSize - 1) / kBlockSize;
     for (const Extent& e : extents) {
       // Left by a truncate cut short, or a size not yet grown over data that landed: the
       // mount after a crash frees them (so the filesystem is not marked clean here).
-      if (!e.unwritten && e.logical_end() > size_blocks) past_eof_ = true;
+      if (!e.unwritten && e.logical_end() > size_blocks) past_eof = true;
     }
   }
 
@@ -185,6 +186,8 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
   info.mode = disk.mode;
   info.nlink = disk.nlink;
   info.parent = disk.parent;
+  info.past_eof = past_eof;
+  info.size = disk.size;
   switch (type) {
     case S_IFREG:
       ++report_.files;

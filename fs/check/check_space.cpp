@@ -24,8 +24,38 @@ std::string some(const std::vector<uint64_t>& items, const char* noun) {
 
 }  // namespace
 
+Result<void> Checker::free_unlisted_past_eof() {
+  if (!sb_.has_orphan_list()) return {};  // the mount after a crash looks at every inode
+  for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
+    InodeInfo& info = inodes_[ino];
+    if (info.mode == 0 || !info.past_eof || info.nlink == 0 || orphan_bits_[ino - 1]) continue;
+    const uint64_t eof = (info.size + kBlockSize - 1) / kBlockSize;
+    std::vector<Extent> kept;
+    uint64_t past = 0;
+    for (Extent e : extents_[ino]) {
+      if (e.unwritten || e.logical_end() <= eof) {
+        kept.push_back(e);
+        continue;
+      }
+      past += e.logical_end() - std::max(e.logical, eof);
+      if (e.logical >= eof) continue;
+      e.length = static_cast<uint32_t>(eof - e.logical);
+      kept.push_back(e);
+    }
+    found(fmt::format("inode {}: {} written blocks past its size ({} bytes), and the orphan list "
+                      "does not name it{}",
+                      ino, past, info.size, options_.repair ? "; freed" : ""),
+          options_.repair);
+    if (!options_.repair) continue;
+    if (auto r = set_extents(ino, std::move(kept)); !r) return r;
+    info.past_eof = false;
+  }
+  return {};
+}
+
 Result<void> Checker::check_space() {
   progress("Pass 4: block and inode bitmaps", 0, 1);
+  if (auto r = free_unlisted_past_eof(); !r) return r;
   // What the inodes hold, the fixed metadata areas before the data.
   std::vector<bool> used(sb_.total_blocks, false);
   std::fill(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(sb_.data_start), true);
@@ -86,8 +116,32 @@ Result<void> Checker::check_space() {
     // Each was reported already, as it was found; only the bitmap is left to put right.
     if (!options_.repair) inodes_leaked.clear();
   }
+  // The orphan list: every inode a mount after a crash must look at (no links, written
+  // blocks past its size) is listed, or that mount would leave it as it is. Listed inodes
+  // that need nothing are no damage (the mount unlists them).
+  std::vector<bool> listed;
+  std::vector<uint64_t> unlisted;
+  if (sb_.has_orphan_list()) {
+    listed = orphan_bits_;
+    for (uint64_t ino = 1; ino <= sb_.inode_count; ++ino) {
+      const InodeInfo& info = inodes_[ino];
+      const bool needed = info.mode != 0 && (info.nlink == 0 || info.past_eof);
+      // (Blocks past the size of a file not listed were reported above.)
+      if (needed && !listed[ino - 1] && info.nlink == 0) unlisted.push_back(ino);
+      listed[ino - 1] = needed || (listed[ino - 1] && info.mode != 0);
+    }
+  }
+  if (!unlisted.empty()) {
+    found(fmt::format("orphan list: {} a mount after a crash must look at are not listed{}",
+                      some(unlisted, "inodes"), options_.repair ? "; listed" : ""),
+          options_.repair);
+  }
   for (bool b : used) report_.blocks_used += b ? 1 : 0;
   if (!options_.repair) return {};
+  if (!damaged_orphan_blocks_.empty() || !unlisted.empty()) {
+    if (auto r = rewrite_bitmap(sb_.orphan_start, sb_.orphan_blocks, sb_.inode_count, listed); !r)
+      return r;
+  }
   const bool damaged = !damaged_bitmap_blocks_.empty();
   if (damaged || !marked_free.empty() || !leaked.empty()) {
     if (auto r =

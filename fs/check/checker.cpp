@@ -1,6 +1,7 @@
 // The check's run, its access to blocks, and pass 0: the superblock and the journal.
 #include "fs/check/checker.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "fs/core/volume_device.hpp"
@@ -172,6 +173,12 @@ Result<CheckReport> Checker::run() {
                                 "block", damaged_bitmap_blocks_);
   if (!block_bits) return fail(block_bits.error());
   block_bits_ = std::move(*block_bits);
+  if (sb_.has_orphan_list()) {
+    auto orphan_bits = read_bitmap(sb_.orphan_start, sb_.orphan_blocks, sb_.inode_count, "orphan",
+                                   damaged_orphan_blocks_);
+    if (!orphan_bits) return fail(orphan_bits.error());
+    orphan_bits_ = std::move(*orphan_bits);
+  }
   if (!check && report_.findings.empty()) {
     // Clean: counted from the bitmaps, as e2fsck does without -f. (A damaged bitmap block
     // gets the whole check.)
@@ -187,7 +194,10 @@ Result<CheckReport> Checker::run() {
   if (auto r = check_connectivity(); !r) return fail(r.error());
   if (auto r = check_space(); !r) return fail(r.error());
   if (auto r = check_checksums(); !r) return fail(r.error());
-  if (options_.repair && report_.unfixed() == 0 && sb_.state != FsState::clean && !past_eof_) {
+  // Written blocks past a file's size left (listed): the mount after a crash frees them.
+  const bool past_eof = std::any_of(inodes_.begin(), inodes_.end(),
+                                    [](const InodeInfo& i) { return i.mode != 0 && i.past_eof; });
+  if (options_.repair && report_.unfixed() == 0 && sb_.state != FsState::clean && !past_eof) {
     // Replayed, orphans freed, everything put right: as a clean unmount leaves it.
     sb_.state = FsState::clean;
     AlignedBuffer block = fresh_block();

@@ -33,9 +33,11 @@ class Checker {
     uint32_t mode = 0;
     uint32_t nlink = 0;
     uint64_t parent = 0;
-    uint32_t names = 0;    // directory entries naming it (pass 2)
-    uint32_t subdirs = 0;  // a directory's entries that are directories (pass 2)
-    bool reached = false;  // from the root (pass 3)
+    uint32_t names = 0;     // directory entries naming it (pass 2)
+    uint32_t subdirs = 0;   // a directory's entries that are directories (pass 2)
+    bool reached = false;   // from the root (pass 3)
+    bool past_eof = false;  // written blocks past its size: the orphan list must name it
+    uint64_t size = 0;
   };
   using Runs = std::vector<std::pair<uint64_t, uint64_t>>;  // volume blocks: first, count
 
@@ -152,6 +154,9 @@ class Checker {
 
   // ---- passes 4 and 5 (check_space.cpp) ----
   Result<void> check_space();
+  // Written blocks past a file's size that the orphan list does not name (the mount after
+  // a crash would never free them): reported, and freed as that mount would.
+  Result<void> free_unlisted_past_eof();
   Result<void> rewrite_bitmap(uint64_t start, uint64_t blocks, uint64_t count,
                               const std::vector<bool>& bits);
   Result<void> check_checksums();
@@ -163,6 +168,8 @@ class Checker {
   std::unordered_map<uint64_t, std::vector<std::byte>> journal_images_;  // read-only check
   std::vector<bool> inode_bits_, block_bits_;                            // the bitmaps as found
   std::vector<uint64_t> damaged_bitmap_blocks_;
+  std::vector<bool> orphan_bits_;  // the orphan list as found (empty: the filesystem has none)
+  std::vector<uint64_t> damaged_orphan_blocks_;
   std::vector<InodeInfo> inodes_;                    // by inode number; mode 0: not in use
   std::map<uint64_t, std::vector<Extent>> extents_;  // by inode: every file's extents
   std::map<uint64_t, Runs> tree_runs_;               // by inode: extent-tree blocks
@@ -174,7 +181,6 @@ class Checker {
   std::vector<uint64_t> adopted_dirs_;  // directories adopt() took in, still to check
   uint64_t lost_found_ = 0;             // the root's "lost+found", when a directory
   std::vector<uint64_t> incomplete_;    // directories not read whole (pass 2)
-  bool past_eof_ = false;               // written extents past a file's size (pass 1)
 };
 
 }  // namespace stripefs::fs

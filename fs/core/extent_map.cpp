@@ -205,4 +205,12 @@ uint64_t ExtentMap::end_block() const {
   return map_.empty() ? 0 : map_.rbegin()->second.extent.logical_end();
 }
 
+uint64_t ExtentMap::written_end() const {
+  for (auto it = map_.rbegin(); it != map_.rend(); ++it) {
+    const MemExtent& m = it->second;
+    if (m.pending ? m.replaces != 0 : !m.extent.unwritten) return m.extent.logical_end();
+  }
+  return 0;
+}
+
 }  // namespace stripefs::fs

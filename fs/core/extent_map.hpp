@@ -107,6 +107,8 @@ class ExtentMap {
   uint64_t start_of_last(uint64_t first, uint64_t stop, uint64_t count) const;
   // The file block after the last extent (0 when empty).
   uint64_t end_block() const;
+  // The file block after the last written extent a commit stores (on_disk's; 0: none).
+  uint64_t written_end() const;
   bool empty() const { return map_.empty(); }
   size_t size() const { return map_.size(); }
   Map::const_iterator begin() const { return map_.begin(); }

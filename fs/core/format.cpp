@@ -35,7 +35,9 @@ constexpr size_t kSbMountCount = 192;
 constexpr size_t kSbCreated = 200;
 constexpr size_t kSbChecksumStart = 208;  // format 2
 constexpr size_t kSbChecksumBlocks = 216;
-constexpr size_t kSbEnd = 224;
+constexpr size_t kSbOrphanStart = 224;  // minor 1
+constexpr size_t kSbOrphanBlocks = 232;
+constexpr size_t kSbEnd = 240;
 constexpr size_t kSbChecksum = kBlockSize - 4;
 static_assert(kSbEnd <= kSbChecksum);
 constexpr size_t kLabelBytes = 64;
@@ -167,6 +169,8 @@ void encode_fs_superblock(const FsSuperblock& sb, std::span<std::byte, kBlockSiz
   put_le<uint64_t>(out, kSbCreated, static_cast<uint64_t>(sb.created_sec));
   put_le<uint64_t>(out, kSbChecksumStart, sb.checksum_start);
   put_le<uint64_t>(out, kSbChecksumBlocks, sb.checksum_blocks);
+  put_le<uint64_t>(out, kSbOrphanStart, sb.orphan_start);
+  put_le<uint64_t>(out, kSbOrphanBlocks, sb.orphan_blocks);
   put_le<uint32_t>(out, kSbChecksum,
                    ondisk::crc32c(std::span<const std::byte>(out.data(), kSbChecksum)));
 }
@@ -233,6 +237,10 @@ Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize>
     sb.checksum_start = get_le<uint64_t>(in, kSbChecksumStart);
     sb.checksum_blocks = get_le<uint64_t>(in, kSbChecksumBlocks);
   }
+  if (sb.minor >= 1) {
+    sb.orphan_start = get_le<uint64_t>(in, kSbOrphanStart);
+    sb.orphan_blocks = get_le<uint64_t>(in, kSbOrphanBlocks);
+  }
 
   // Regions must be in order, inside the volume, and big enough for what they describe.
   const uint64_t bits = kBitsPerBitmapBlock;
@@ -261,9 +269,15 @@ Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize>
     return fail(EUCLEAN, "{}: field checksum_start/checksum_blocks: impossible ({}, {})", where,
                 sb.checksum_start, sb.checksum_blocks);
   }
-  if (sb.data_start < table_end + sb.checksum_blocks || sb.data_start >= sb.total_blocks) {
+  const uint64_t metadata_end = table_end + sb.checksum_blocks + sb.orphan_blocks;
+  if (sb.orphan_blocks != 0 && (sb.orphan_start != table_end + sb.checksum_blocks ||
+                                sb.orphan_blocks * bits < sb.inode_count)) {
+    return fail(EUCLEAN, "{}: field orphan_start/orphan_blocks: impossible ({}, {})", where,
+                sb.orphan_start, sb.orphan_blocks);
+  }
+  if (sb.data_start < metadata_end || sb.data_start >= sb.total_blocks) {
     return fail(EUCLEAN, "{}: field data_start: {} is outside [{}, {})", where, sb.data_start,
-                table_end + sb.checksum_blocks, sb.total_blocks);
+                metadata_end, sb.total_blocks);
   }
   if (sb.stripe_blocks == 0) {
     return fail(EUCLEAN, "{}: field stripe_blocks: zero", where);

@@ -7,6 +7,7 @@
 //   [inode_table_start, ...)     kInodeSize-byte inodes, 16 per block
 //   [checksum_start, ...)        format 2: a crc32c of every data-area block (file data),
 //                                kChecksumsPerBlock per block (absent in format 1)
+//   [orphan_start, ...)          minor 1: the orphan list, one bit per inode (orphan_list.hpp)
 //   [data_start, total_blocks)   file data, directory and extent-tree blocks; data_start is
 //                                stripe-aligned so data runs can be whole stripes
 //
@@ -44,7 +45,7 @@ constexpr uint64_t kMaxFileSize = 1ull << 44;  // 16 TiB, as ext4 with 4 KiB blo
 // program would not make: so it must not mount one); format 1 is still read and written,
 // without checksums.
 constexpr uint16_t kFormatMajor = 2;        // incompatible changes
-constexpr uint16_t kFormatMinor = 0;        // compatible additions
+constexpr uint16_t kFormatMinor = 1;        // compatible additions (1: the orphan list)
 constexpr uint16_t kFormatNoChecksums = 1;  // the major of a filesystem without checksums
 
 // ---- filesystem superblock ----
@@ -62,6 +63,10 @@ struct FsSuperblock {
   uint64_t block_bitmap_start = 0, block_bitmap_blocks = 0;
   uint64_t inode_table_start = 0, inode_count = 0;
   uint64_t checksum_start = 0, checksum_blocks = 0;  // 0 blocks: no data checksums (format 1)
+  // The orphan list (minor 1): a bitmap by inode of those a mount after a crash must look at
+  // (no links left, or written blocks past their size); 0 blocks: none (minor 0), so that
+  // mount scans every inode.
+  uint64_t orphan_start = 0, orphan_blocks = 0;
   uint64_t data_start = 0;
   uint32_t stripe_blocks = 1;  // data blocks per full stripe: the allocation alignment
   uint64_t hash_seed = 0;      // directory name hashing
@@ -73,6 +78,7 @@ struct FsSuperblock {
     return (inode_count + kInodesPerBlock - 1) / kInodesPerBlock;
   }
   bool has_checksums() const { return checksum_blocks > 0; }
+  bool has_orphan_list() const { return orphan_blocks > 0; }
 };
 void encode_fs_superblock(const FsSuperblock& sb, std::span<std::byte, kBlockSize> out);
 // Refuses a bad magic, version, checksum or impossible geometry, naming the field.

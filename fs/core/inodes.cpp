@@ -28,6 +28,21 @@ Result<void> Filesystem::store_inode(Inode& inode) {
   DiskInode stored = inode.disk;
   if (inode.is_reg()) stored.size = size_to_store(inode);
   if (auto r = table_->write(inode.ino, stored); !r) return r;
+  if (orphans_) {
+    // In the same transaction as the record: listed while it has no links or written
+    // blocks past its size (extents not loaded have not changed, nor has that).
+    bool listed = orphans_->listed(inode.ino);
+    if (stored.mode == 0) {
+      listed = false;
+    } else if (stored.nlink == 0) {
+      listed = true;
+    } else if (!inode.is_reg()) {
+      listed = false;
+    } else if (inode.extents_loaded) {
+      listed = inode.extents.written_end() > (stored.size + kBlockSize - 1) / kBlockSize;
+    }
+    orphans_->set(*meta_, inode.ino, listed);
+  }
   inode.stored_size = stored.size;
   inode.dirty = false;  // short of the size, it is dirtied again as that data leaves the cache
   return {};

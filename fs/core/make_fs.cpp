@@ -41,7 +41,9 @@ Result<FsSuperblock> plan_layout(uint64_t total_blocks, uint32_t stripe_blocks,
     sb.checksum_start = table_end;
     sb.checksum_blocks = (total_blocks - table_end + kChecksumsPerBlock - 1) / kChecksumsPerBlock;
   }
-  const uint64_t metadata_end = table_end + sb.checksum_blocks;
+  sb.orphan_start = table_end + sb.checksum_blocks;
+  sb.orphan_blocks = sb.inode_bitmap_blocks;
+  const uint64_t metadata_end = sb.orphan_start + sb.orphan_blocks;
   sb.data_start = (metadata_end + sb.stripe_blocks - 1) / sb.stripe_blocks * sb.stripe_blocks;
   // Room for the root directory and a few stripes of data at least.
   if (sb.data_start + 2 + 4 * uint64_t{sb.stripe_blocks} > total_blocks) {
@@ -93,6 +95,11 @@ Result<FsSuperblock> make_filesystem(Volume& volume, const MakeFsOptions& option
   for (uint64_t b = 0; b < sb.inode_bitmap_blocks; ++b) {
     encode_bitmap(b, 1, sb.inode_bitmap_start + b, span);
     if (auto r = volume.write((sb.inode_bitmap_start + b) * kBlockSize, block.span()); !r)
+      return fail(r.error());
+  }
+  for (uint64_t b = 0; b < sb.orphan_blocks; ++b) {  // no inode listed
+    encode_bitmap(b, 0, sb.orphan_start + b, span);
+    if (auto r = volume.write((sb.orphan_start + b) * kBlockSize, block.span()); !r)
       return fail(r.error());
   }
   for (uint64_t b = 0; b < sb.block_bitmap_blocks; ++b) {

@@ -89,6 +89,10 @@ Result<void> Filesystem::start() {
   inodes_ = std::make_unique<BitmapAllocator>(sb_.inode_bitmap_start, sb_.inode_bitmap_blocks,
                                               sb_.inode_count);
   if (auto r = inodes_->load(*meta_); !r) return r;
+  if (sb_.has_orphan_list()) {
+    orphans_ = std::make_unique<OrphanList>(sb_.orphan_start, sb_.orphan_blocks, sb_.inode_count);
+    if (auto r = orphans_->load(*meta_); !r) return r;
+  }
   table_ = std::make_unique<InodeTable>(*meta_, *inodes_, sb_.inode_table_start, sb_.inode_count);
   metadata_reserve_ = std::clamp<uint64_t>(sb_.total_blocks / 100, 64, 8192);
   {
@@ -114,33 +118,59 @@ Result<void> Filesystem::start() {
 }
 
 // After a crash, files that were unlinked while still open hold their blocks with no name
-// left. A clean unmount frees them; here the inode table is scanned for inodes in use with
-// no links (a cost proportional to the inodes in use, paid only after a crash).
+// left, and files may hold written blocks past their size (written back before their size
+// was stored, or left by a truncate cut short). A clean unmount leaves neither. Here the
+// inodes the orphan list names are looked at — or, on a filesystem made without one, every
+// inode in use (a cost proportional to the inodes in use, paid only after a crash).
 Result<void> Filesystem::free_orphans() {
-  uint64_t freed = 0;
+  uint64_t examined = 0, freed = 0;
   {
     Lock lock(mutex_);
-    for (uint64_t index = 0; index < sb_.inode_count; ++index) {
-      if (index % 4096 == 0) meta_->trim();  // the scan must not hold the whole table
-      if (!inodes_->busy(index)) continue;
-      auto inode = get_inode(index + 1);
-      if (!inode) {
-        fs_log().warn("orphan scan: inode {}: {}", index + 1, inode.error().message);
-        continue;
+    if (orphans_) {
+      for (uint64_t ino : orphans_->inodes()) {
+        ++examined;
+        if (!inodes_->busy(ino - 1)) {
+          orphans_->set(*meta_, ino, false);  // listed, but free: nothing to do
+          continue;
+        }
+        auto done = recover_inode(ino, lock);
+        if (!done) return fail(done.error());
+        freed += *done ? 1 : 0;
+        if (examined % 4096 == 0) meta_->trim();
       }
-      if ((*inode)->disk.nlink != 0) {
-        if (auto r = free_past_eof(**inode, lock); !r) return r;
-        maybe_evict(**inode, lock);
-        continue;
+    } else {
+      for (uint64_t index = 0; index < sb_.inode_count; ++index) {
+        if (index % 4096 == 0) meta_->trim();  // the scan must not hold the whole table
+        if (!inodes_->busy(index)) continue;
+        ++examined;
+        auto done = recover_inode(index + 1, lock);
+        if (!done) return fail(done.error());
+        freed += *done ? 1 : 0;
       }
-      if (auto r = destroy_inode_in_steps(**inode, lock); !r) return r;
-      ++freed;
     }
+    stats_.recovery_inodes_examined = examined;
+    stats_.recovery_inodes_freed = freed;
   }
-  if (freed == 0) return {};
-  fs_log().info("freed {} inodes unlinked while open at the crash", freed);
+  if (freed > 0) fs_log().info("freed {} inodes unlinked while open at the crash", freed);
   if (auto r = commit(); !r) return r;
   return checkpoint();
+}
+
+Result<bool> Filesystem::recover_inode(uint64_t ino, Lock& lock) {
+  auto inode = get_inode(ino);
+  if (!inode) {
+    fs_log().warn("after the crash: inode {}: {}", ino, inode.error().message);
+    return false;
+  }
+  if ((*inode)->disk.nlink == 0) {
+    if (auto r = destroy_inode_in_steps(**inode, lock); !r) return fail(r.error());
+    return true;
+  }
+  if (auto r = free_past_eof(**inode, lock); !r) return fail(r.error());
+  // Stored again, so that the list says what is true of it now.
+  if (orphans_ && orphans_->listed(ino)) dirty(**inode);
+  maybe_evict(**inode, lock);
+  return false;
 }
 
 Result<void> Filesystem::write_superblock(FsState state) {

@@ -38,7 +38,11 @@ TEST(FsFormat, SuperblockRoundTripsAndRejectsEachDamage) {
   EXPECT_EQ(back->checksum_blocks, sb.checksum_blocks);
   EXPECT_GE(back->checksum_blocks * kChecksumsPerBlock, sb.total_blocks - sb.data_start)
       << "the table covers every data block";
-  EXPECT_GE(back->data_start, back->checksum_start + back->checksum_blocks);
+  EXPECT_EQ(back->minor, kFormatMinor);
+  EXPECT_EQ(back->orphan_start, back->checksum_start + back->checksum_blocks);
+  EXPECT_GE(back->orphan_blocks * kBitsPerBitmapBlock, back->inode_count)
+      << "the orphan list has a bit for every inode";
+  EXPECT_GE(back->data_start, back->orphan_start + back->orphan_blocks);
   // Each field that can be wrong is named.
   auto refused = [&](auto mutate, std::string_view field) {
     FsSuperblock bad = sb;
@@ -58,6 +62,18 @@ TEST(FsFormat, SuperblockRoundTripsAndRejectsEachDamage) {
   refused([](FsSuperblock& s) { s.checksum_blocks = 1; }, "field checksum_start/checksum_blocks");
   refused([](FsSuperblock& s) { s.checksum_blocks = 0; }, "field checksum_start/checksum_blocks");
   refused([](FsSuperblock& s) { ++s.checksum_start; }, "field checksum_start/checksum_blocks");
+  refused([](FsSuperblock& s) { ++s.orphan_start; }, "field orphan_start/orphan_blocks");
+  refused([](FsSuperblock& s) { s.orphan_blocks = s.data_start; }, "field data_start");
+  // A superblock of minor 0 has no orphan list, whatever those bytes hold.
+  {
+    FsSuperblock old = sb;
+    old.minor = 0;
+    Block out;
+    encode_fs_superblock(old, out);
+    auto r = decode_fs_superblock(out);
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    EXPECT_FALSE(r->has_orphan_list());
+  }
   for (size_t at : {size_t{16}, size_t{100}, size_t{kBlockSize - 1}}) {
     Block damaged = b;
     damaged[at] ^= std::byte{1};
@@ -73,7 +89,8 @@ TEST(FsFormat, AFormatOneSuperblockHasNoChecksumTable) {
   ASSERT_TRUE(sb.has_value());
   EXPECT_EQ(sb->major, kFormatNoChecksums);
   EXPECT_FALSE(sb->has_checksums());
-  EXPECT_EQ(sb->data_start, (sb->inode_table_start + sb->inode_table_blocks() + 47) / 48 * 48);
+  EXPECT_EQ(sb->orphan_start, sb->inode_table_start + sb->inode_table_blocks());
+  EXPECT_EQ(sb->data_start, (sb->orphan_start + sb->orphan_blocks + 47) / 48 * 48);
   Block b;
   encode_fs_superblock(*sb, b);
   auto back = decode_fs_superblock(b);
