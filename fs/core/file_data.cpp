@@ -275,10 +275,23 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
                  std::vector<size_t> failed = failed_blocks(*check, buffer->span());
                  if (!failed.empty()) {
                    // Recovery blocks: not here, on a member's completion thread.
-                   healer_.post([this, check, answer, buffer, failed = std::move(failed),
-                                 reply = std::move(reply), done = std::move(done)]() mutable {
-                     answer(recover_blocks(*check, failed, buffer->span()), reply, done);
-                   });
+                   struct Parked {
+                     ReadReply reply;
+                     ReadDone done;
+                   };
+                   auto parked = std::make_shared<Parked>(std::move(reply), std::move(done));
+                   if (!healer_.post([this, check, answer, buffer, parked,
+                                      failed = std::move(failed)]() mutable {
+                         answer(recover_blocks(*check, failed, buffer->span()), parked->reply,
+                                parked->done);
+                       })) {
+                     // The filesystem is going away: the read fails rather than hangs.
+                     answer(fail(EIO,
+                                 "inode {}: blocks failing their checksums, and the "
+                                 "filesystem stopped before recovering them",
+                                 check->ino),
+                            parked->reply, parked->done);
+                   }
                    return;
                  }
                }

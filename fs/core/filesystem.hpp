@@ -341,7 +341,9 @@ class Filesystem {
   Result<void> commit();
   Result<void> checkpoint();
   void tick();
-  void post(std::function<void()> task) { worker_.post(std::move(task)); }
+  // (Dropped once the worker has ended: only a filesystem destroyed without an unmount,
+  // whose completions are a crash's, posts then.)
+  void post(std::function<void()> task) { (void)worker_.post(std::move(task)); }
   Result<void> check_writable() const;
   Result<void> write_superblock(FsState state);
   Result<void> free_orphans();

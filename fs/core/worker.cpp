@@ -6,18 +6,21 @@ void Worker::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-void Worker::post(std::function<void()> task) {
+bool Worker::post(std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);
+    if (ended_) return false;
     tasks_.push_back(std::move(task));
   }
   cv_.notify_one();
+  return true;
 }
 
 void Worker::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    if (!thread_.joinable()) ended_ = true;  // never started: nothing will run a task
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -29,7 +32,10 @@ void Worker::run() {
     {
       std::unique_lock lock(mutex_);
       cv_.wait_for(lock, period_, [&] { return stopping_ || !tasks_.empty(); });
-      if (stopping_ && tasks_.empty()) return;
+      if (stopping_ && tasks_.empty()) {
+        ended_ = true;  // under the lock: no task is queued after this one looked
+        return;
+      }
       tasks.swap(tasks_);
     }
     for (auto& task : tasks) task();

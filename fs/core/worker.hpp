@@ -25,8 +25,9 @@ class Worker {
 
   void start();
   bool running() const { return thread_.joinable(); }
-  // Runs `task` on the worker, soon. Tasks posted after stop() never run.
-  void post(std::function<void()> task);
+  // Runs `task` on the worker, soon. False once the thread has ended (stop()): the task is
+  // dropped without running, and the caller answers for what it would have done.
+  bool post(std::function<void()> task);
   // Runs what is posted, then ends the thread.
   void stop();
 
@@ -36,10 +37,11 @@ class Worker {
   std::chrono::milliseconds period_;
   std::function<void()> tick_;
   std::thread thread_;
-  std::mutex mutex_;  // guards tasks_ and stopping_
+  std::mutex mutex_;  // guards tasks_, stopping_ and ended_
   std::condition_variable cv_;
   std::vector<std::function<void()>> tasks_;
   bool stopping_ = false;
+  bool ended_ = false;  // the thread ran its last task (or none was started)
 };
 
 }  // namespace stripefs::fs
