@@ -4,11 +4,14 @@
 //      the images it holds instead of writing them home);
 //   1. every inode in use: its checksum, its extents (inline or tree: in the data area,
 //      ordered, not overlapping), xattr and symlink blocks, its block count;
+//  1b. blocks claimed twice: each later claimant gets copies of its own;
 //   2. every directory: header, buckets and overflow chains, each entry's name, key, bucket,
-//      target and type, the entry count, each subdirectory's parent;
+//      target and type, the entry count, each subdirectory's parent; a directory whose
+//      shape is damaged is laid out again from the entries that can be read;
 //   3. connectivity and link counts: inodes no name reaches (orphans: unlinked while open
-//      when the daemon stopped), nlink against the names found;
-//   4. the block and inode bitmaps against what the inodes hold, blocks claimed twice;
+//      when the daemon stopped; the rest go to /lost+found), directory loops, nlink against
+//      the names found;
+//   4. the block and inode bitmaps and the orphan list against what the inodes hold;
 //   5. the checksum table, and with `data` every block of file data against its checksum.
 // A metadata block that fails its checks is looked for in the array's redundancy first
 // (Volume::recover_block): damage on one member is only that member's, and a repair

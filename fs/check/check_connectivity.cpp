@@ -125,6 +125,7 @@ Result<uint64_t> Checker::remove_entries(uint64_t dir, uint64_t ino) {
 }
 
 Result<void> Checker::make_lost_found() {
+  if (lost_found_taken_) return fail(EEXIST, "the root names something else lost+found");
   uint64_t ino = kRootInode + 1;
   while (ino < inodes_.size() && (inodes_[ino].mode != 0 || inode_bits_[ino - 1])) ++ino;
   if (ino >= inodes_.size()) return fail(ENOSPC, "no free inode for /lost+found");
@@ -143,10 +144,15 @@ Result<void> Checker::make_lost_found() {
   if (auto r = rewrite_inode(ino, disk); !r) return r;
   inodes_[ino] = InodeInfo{disk.mode, disk.nlink, kRootInode, 0, 0, true};
   extents_[ino] = {};
-  if (auto r = write_directory(ino, {}); !r) return r;
+  // Undone when it cannot be finished: nothing half made is left.
+  const auto undo = [&](const Error& why) -> Result<void> {
+    if (auto r = clear_inode(ino); !r) return r;
+    return fail(why);
+  };
+  if (auto r = write_directory(ino, {}); !r) return undo(r.error());
   auto added = add_entry(kRootInode, "lost+found", ino, DT_DIR);
-  if (!added) return fail(added.error());
-  if (!*added) return fail(EUCLEAN, "the root directory cannot be read to name /lost+found");
+  if (!added) return undo(added.error());
+  if (!*added) return undo(Error{EUCLEAN, "the root directory cannot be read to name it"});
   ++inodes_[ino].names;
   children_.insert(std::lower_bound(children_.begin(), children_.end(), std::pair{kRootInode, ino}),
                    {kRootInode, ino});
@@ -177,7 +183,9 @@ Result<void> Checker::reconnect(uint64_t ino) {
     return {};
   }
   if (lost_found_ == 0) {
-    if (auto r = make_lost_found(); !r && r.error().code != ENOSPC) return r;
+    // Without one (no free inode or space, the root unreadable, the name taken) the inode
+    // goes in the root; an I/O error stops the check.
+    if (auto r = make_lost_found(); !r && r.error().code == EIO) return r;
   }
   const uint64_t host = lost_found_ != 0 ? lost_found_ : kRootInode;
   const std::string where = lost_found_ != 0 ? "/lost+found" : "the root directory";
@@ -220,13 +228,23 @@ Result<void> Checker::break_loop(uint64_t dir) {
     const uint64_t parent = it->first;
     auto removed = remove_entries(parent, dir);
     if (!removed) return fail(removed.error());
+    if (*removed == 0) {
+      // Not readable now: reconnected, it would have two names.
+      found(fmt::format("directory {}: its name in directory {} cannot be removed; left as it is",
+                        dir, parent),
+            false, false);
+      return {};
+    }
     std::erase(children_, std::pair{parent, dir});
     InodeInfo& info = inodes_[dir];
     info.names -= static_cast<uint32_t>(std::min<uint64_t>(info.names, *removed));
     inodes_[parent].subdirs -=
         static_cast<uint32_t>(std::min<uint64_t>(inodes_[parent].subdirs, *removed));
-    if (*removed == 0) break;  // not readable now: left
   }
+  found(fmt::format("directory {}: named only inside directories no name from the root reaches "
+                    "(a loop); those names removed",
+                    dir),
+        true, false);
   return reconnect(dir);
 }
 
@@ -260,10 +278,6 @@ Result<void> Checker::check_connectivity() {
     for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
       const InodeInfo& info = inodes_[ino];
       if (info.mode == 0 || info.reached || (info.mode & S_IFMT) != S_IFDIR) continue;
-      found(fmt::format("directory {}: named only inside directories no name from the root "
-                        "reaches (a loop)",
-                        ino),
-            true, false);
       if (auto r = break_loop(ino); !r) return r;
     }
   }

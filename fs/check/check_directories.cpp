@@ -92,7 +92,7 @@ Result<void> Checker::check_directory(uint64_t dir) {
       found(fmt::format("directory {}: header: {}; its entries are not read (what they name is "
                         "reported unreachable)",
                         dir, ok.error().message),
-            false);
+            false, false);
       incomplete_.push_back(dir);
       return {};
     }
@@ -214,7 +214,10 @@ Result<void> Checker::check_directory(uint64_t dir) {
       }
       ++target->names;
       children_.emplace_back(dir, e.ino);
-      if (dir == kRootInode && is_dir && e.name == "lost+found") lost_found_ = e.ino;
+      if (dir == kRootInode && e.name == "lost+found") {
+        lost_found_ = is_dir ? e.ino : 0;
+        lost_found_taken_ = !is_dir;
+      }
       if (is_dir) {
         ++inodes_[dir].subdirs;
         if (auto r = set_parent(e.ino, dir); !r) return r;

@@ -33,12 +33,13 @@ Result<void> Checker::check_shared_blocks() {
     if (!twice.empty()) shared[ino] = std::move(twice);
   }
   for (const auto& [ino, blocks] : shared) {
+    shared_seen_.insert(blocks.begin(), blocks.end());
     std::string list;
     for (size_t i = 0; i < std::min<size_t>(blocks.size(), 5); ++i) {
       list += (i == 0 ? "" : ", ") + std::to_string(blocks[i]);
     }
-    found(fmt::format("inode {}: {} blocks ({}{}) claimed by another inode too{}", ino,
-                      blocks.size(), list, blocks.size() > 5 ? ", ..." : "",
+    found(fmt::format("inode {}: {} blocks ({}{}) claimed more than once{}", ino, blocks.size(),
+                      list, blocks.size() > 5 ? ", ..." : "",
                       options_.repair ? "; given copies of its own" : "; left as they are"),
           options_.repair, false);
     if (!options_.repair) continue;
@@ -132,9 +133,9 @@ Result<void> Checker::copy_block(uint64_t ino, uint64_t file_block, uint64_t fro
   if (type != S_IFREG || !sb_.has_checksums()) return {};
   auto crc = get_checksum(from);
   if (!crc && crc.error().code != EUCLEAN) return fail(crc.error());
-  // A table block no copy of which passes is made again from the data in pass 5.
-  if (!crc) return {};
-  auto r = set_checksum(to, *crc);
+  // The source's table block passes nowhere (pass 5 makes it again from the data): the
+  // copy's checksum is made from the data too.
+  auto r = set_checksum(to, crc ? *crc : data_checksum(block.span().first(kBlockSize)));
   return !r && r.error().code == EUCLEAN ? Result<void>() : r;
 }
 

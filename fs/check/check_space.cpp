@@ -69,7 +69,10 @@ Result<void> Checker::check_space() {
     }
     // Pass 1b reported (and, repairing, copied) those claimed twice then; what is left is
     // an inode pass 2 took in after it.
-    if (!twice.empty() && options_.repair) {
+    if (!options_.repair) {
+      std::erase_if(twice, [&](uint64_t b) { return shared_seen_.contains(b); });
+    }
+    if (!twice.empty()) {
       found(fmt::format("inode {}: {} claimed by another inode too; left as they are", ino,
                         some(twice, "blocks")),
             false);

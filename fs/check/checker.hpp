@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -145,7 +146,9 @@ class Checker {
   Result<bool> read_entries(uint64_t dir, std::vector<DirEntry>& out);
   // Removes `dir`'s entries naming `ino`; how many.
   Result<uint64_t> remove_entries(uint64_t dir, uint64_t ino);
-  // Makes /lost+found (repair only): the root gets a directory to reconnect into.
+  // Makes /lost+found (repair only): the root gets a directory to reconnect into. Fails
+  // (nothing left behind) when it cannot: no free inode or space, the root unreadable, the
+  // name taken.
   Result<void> make_lost_found();
   // The volume block of `ino`'s file block (0: not mapped).
   uint64_t map_block(uint64_t ino, uint64_t file_block) const;
@@ -178,9 +181,11 @@ class Checker {
   std::vector<bool> taken_;             // blocks allocate() may not hand out (empty: not yet)
   uint64_t next_free_ = 0;              // where allocate() looks first
   std::vector<std::pair<uint64_t, uint64_t>> children_;  // (directory, what it names)
-  std::vector<uint64_t> adopted_dirs_;  // directories adopt() took in, still to check
-  uint64_t lost_found_ = 0;             // the root's "lost+found", when a directory
-  std::vector<uint64_t> incomplete_;    // directories not read whole (pass 2)
+  std::vector<uint64_t> adopted_dirs_;        // directories adopt() took in, still to check
+  uint64_t lost_found_ = 0;                   // the root's "lost+found", when a directory
+  bool lost_found_taken_ = false;             // the root names something else "lost+found"
+  std::unordered_set<uint64_t> shared_seen_;  // blocks pass 1b found claimed twice
+  std::vector<uint64_t> incomplete_;          // directories not read whole (pass 2)
 };
 
 }  // namespace stripefs::fs

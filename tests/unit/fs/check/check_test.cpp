@@ -362,7 +362,7 @@ INSTANTIATE_TEST_SUITE_P(
                  n.inline_extents[0].physical = c.inode(c.big).inline_extents[0].physical;
                  c.set_inode(c.small, n);
                },
-               "claimed by another inode too", false},
+               "claimed more than once", false},
         Damage{"blocks_past_the_size_not_in_the_orphan_list",
                [](Checked& c) {
                  DiskInode n = c.inode(c.big);
@@ -425,6 +425,28 @@ TEST(FsCheck, AFileNoNameReachesIsNamedAfterItsInodeInLostAndFound) {
   EXPECT_EQ(found->ino, c.small);
   EXPECT_TRUE(c.t.read(c.small, 0, c.small_data.size()) == c.small_data);
   EXPECT_EQ(*c.t.fs->getxattr(c.small, "user.colour"), "blue");
+}
+
+// The root names a file "lost+found": no second entry of that name is made; what needs a
+// name gets it in the root.
+TEST(FsCheck, ALostAndFoundThatIsNoDirectoryIsLeftAndTheRootTakesTheInode) {
+  Checked c;
+  c.t.mount();
+  c.t.create(kRootInode, "lost+found");
+  c.unmount();
+  auto [self, bucket] = c.bucket_with(c.dir, "small");
+  std::erase_if(bucket.entries, [](const fs::DirEntry& e) { return e.name == "small"; });
+  c.set_bucket(self, bucket);
+  const fs::CheckReport repaired = c.check(true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  EXPECT_NE(all(repaired).find("named #" + std::to_string(c.small) + " in the root directory"),
+            std::string::npos)
+      << all(repaired);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  auto file = c.t.fs->lookup(kRootInode, "lost+found");
+  ASSERT_TRUE(file.has_value());
+  EXPECT_TRUE(S_ISREG(file->mode));
+  EXPECT_TRUE(c.t.fs->lookup(kRootInode, "#" + std::to_string(c.small)).has_value());
 }
 
 // A directory whose header no copy holds right is laid out again from its buckets: every
