@@ -12,7 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format
   # libraries (see README: Dependencies)
   libfuse3-dev fuse3 liburing-dev libisal-dev libspdlog-dev libfmt-dev libpmem2-dev
-  libcli11-dev nlohmann-json3-dev libblkid-dev
+  libcli11-dev nlohmann-json3-dev libblkid-dev libabsl-dev
   # tests
   libgtest-dev
 )

@@ -50,13 +50,16 @@ std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b) const {
 void ExtentMap::insert(Extent extent) {
   MemExtent m{extent, false};
   auto [it, inserted] = map_.insert_or_assign(extent.logical, m);
-  // Merge with the previous and next extents where both are contiguous.
+  // Merge with the previous and next extents where both are contiguous. (An erase moves
+  // the tree's entries: iterators are found again after one.)
+  uint64_t key = extent.logical;
   if (it != map_.begin()) {
     auto prev = std::prev(it);
     if (mergeable(prev->second, it->second)) {
       prev->second.extent.length += it->second.extent.length;
+      key = prev->first;
       map_.erase(it);
-      it = prev;
+      it = map_.find(key);
     }
   }
   if (auto next = std::next(it); next != map_.end() && mergeable(it->second, next->second)) {
@@ -82,6 +85,7 @@ std::vector<RemovedRun> ExtentMap::remove(uint64_t first, uint64_t end) {
     if (e.logical < cut_begin) {
       const MemExtent head = m.slice(e.logical, cut_begin);
       map_.emplace(head.extent.logical, head);
+      it = map_.lower_bound(e.logical_end());  // (the emplace moved the tree's entries)
     }
     if (cut_end < e.logical_end()) {
       const MemExtent tail = m.slice(cut_end, e.logical_end());
@@ -122,7 +126,9 @@ void ExtentMap::merge_around(uint64_t first, uint64_t end) {
     if (next == map_.end()) break;
     if (mergeable(it->second, next->second)) {
       it->second.extent.length += next->second.extent.length;
+      const uint64_t key = it->first;
       map_.erase(next);
+      it = map_.find(key);  // (the erase moved the tree's entries)
     } else {
       it = next;
     }
