@@ -265,7 +265,11 @@ Result<void> Checker::check_connectivity() {
         continue;
       }
       if (info.nlink == 0) {
-        found(fmt::format("inode {}: unlinked while open and never freed (an orphan){}", ino,
+        found(fmt::format("inode {}: unlinked while open and never freed (an orphan){}{}", ino,
+                          sb_.has_orphan_list() && !orphan_bits_[ino - 1]
+                              ? ", and the orphan list does not name it (a mount after a crash "
+                                "would never free it)"
+                              : "",
                           options_.repair ? "; freed" : ""),
               options_.repair);
         if (auto r = clear_inode(ino); !r) return r;

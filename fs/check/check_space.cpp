@@ -29,6 +29,11 @@ Result<void> Checker::free_unlisted_past_eof() {
   for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {
     InodeInfo& info = inodes_[ino];
     if (info.mode == 0 || !info.past_eof || info.nlink == 0 || orphan_bits_[ino - 1]) continue;
+    const uint64_t list_block = sb_.orphan_start + (ino - 1) / kBitsPerBitmapBlock;
+    if (std::find(damaged_orphan_blocks_.begin(), damaged_orphan_blocks_.end(), list_block) !=
+        damaged_orphan_blocks_.end()) {
+      continue;  // what the list held is lost: pass 4 lists it
+    }
     const uint64_t eof = (info.size + kBlockSize - 1) / kBlockSize;
     std::vector<Extent> kept;
     uint64_t past = 0;
@@ -141,7 +146,8 @@ Result<void> Checker::check_space() {
   }
   for (bool b : used) report_.blocks_used += b ? 1 : 0;
   if (!options_.repair) return {};
-  if (!damaged_orphan_blocks_.empty() || !unlisted.empty()) {
+  // (Also when orphans were freed: their bits go with them.)
+  if (sb_.has_orphan_list() && (!damaged_orphan_blocks_.empty() || listed != orphan_bits_)) {
     if (auto r = rewrite_bitmap(sb_.orphan_start, sb_.orphan_blocks, sb_.inode_count, listed); !r)
       return r;
   }

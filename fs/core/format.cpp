@@ -270,8 +270,9 @@ Result<FsSuperblock> decode_fs_superblock(std::span<const std::byte, kBlockSize>
                 sb.checksum_start, sb.checksum_blocks);
   }
   const uint64_t metadata_end = table_end + sb.checksum_blocks + sb.orphan_blocks;
-  if (sb.orphan_blocks != 0 && (sb.orphan_start != table_end + sb.checksum_blocks ||
-                                sb.orphan_blocks * bits < sb.inode_count)) {
+  if (sb.orphan_blocks != 0 &&
+      (sb.orphan_blocks > sb.total_blocks || sb.orphan_start != table_end + sb.checksum_blocks ||
+       sb.orphan_blocks * bits < sb.inode_count)) {
     return fail(EUCLEAN, "{}: field orphan_start/orphan_blocks: impossible ({}, {})", where,
                 sb.orphan_start, sb.orphan_blocks);
   }

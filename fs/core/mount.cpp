@@ -136,6 +136,8 @@ Result<void> Filesystem::free_orphans() {
         auto done = recover_inode(ino, lock);
         if (!done) return fail(done.error());
         freed += *done ? 1 : 0;
+        // Each stored again: a transaction must not outgrow the journal.
+        if (auto r = commit_while_large(lock); !r) return r;
         if (examined % 4096 == 0) meta_->trim();
       }
     } else {

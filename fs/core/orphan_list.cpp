@@ -17,6 +17,9 @@ Result<void> OrphanList::load(MetaStore& meta) {
     }
     auto block = meta.read(self);
     if (!block) return fail(block.error());
+    // Kept cached: a block changed later is never read back unchecked (modify() reads
+    // through on a miss), and listed_ stays what the block holds.
+    meta.pin(self);
     const uint64_t first = b * kBitsPerBitmapBlock;
     for (uint64_t i = 0; i < kBitsPerBitmapBlock && first + i < count_; i += 8) {
       const auto byte = std::to_integer<uint8_t>((*block)[kHeaderSize + i / 8]);

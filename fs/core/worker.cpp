@@ -17,11 +17,17 @@ bool Worker::post(std::function<void()> task) {
 }
 
 void Worker::stop() {
+  std::vector<std::function<void()>> unrun;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    if (!thread_.joinable()) ended_ = true;  // never started: nothing will run a task
+    if (!thread_.joinable() && !ended_) {
+      // Never started: what was posted runs here, and nothing after.
+      ended_ = true;
+      unrun.swap(tasks_);
+    }
   }
+  for (auto& task : unrun) task();
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }

@@ -35,9 +35,12 @@ TEST(Worker, RunsWhatIsPostedThenRefusesOnceStopped) {
   EXPECT_FALSE(late);
 }
 
-TEST(Worker, AWorkerNeverStartedRefusesOnceStopped) {
+TEST(Worker, AWorkerNeverStartedRunsWhatWasPostedAtItsStopThenRefuses) {
   Worker worker(std::chrono::milliseconds(5), [] {});
+  bool early = false;
+  EXPECT_TRUE(worker.post([&] { early = true; }));
   worker.stop();
+  EXPECT_TRUE(early);
   EXPECT_FALSE(worker.post([] {}));
 }
 
