@@ -37,6 +37,8 @@ struct Inode {
   // File blocks a writeback job has in flight. Newer data for them waits until the job is
   // done (writeback_deferred): two jobs for one block could land in either order.
   IntervalSet inflight;
+  // Volume blocks writeback jobs in flight were given, not yet settled into disk.blocks.
+  uint64_t pending_blocks = 0;
   bool writeback_deferred = false;
   // Blocks are being freed or allocated in steps, with commits (and the lock released) in
   // between: writers, truncates, opens and eviction wait (wait_in_steps).

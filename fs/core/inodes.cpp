@@ -77,9 +77,10 @@ Attr Filesystem::attr_of(const Inode& inode) const {
   a.uid = d.uid;
   a.gid = d.gid;
   a.size = d.size;
-  a.blocks512 = d.blocks * (kBlockSize / 512);
-  // Dirty data not yet allocated still counts, as on ext4 with delayed allocation.
-  if (inode.is_reg()) a.blocks512 += (inode.cache.dirty_bytes() / kBlockSize) * (kBlockSize / 512);
+  // Blocks promised to dirty data (delayed allocation) and given to writebacks in flight
+  // count too, as on ext4: a file's blocks do not dip while its data goes to the members.
+  const uint64_t blocks = d.blocks + inode.delalloc.size() + inode.pending_blocks;
+  a.blocks512 = blocks * (kBlockSize / 512);
   a.rdev = d.rdev;
   a.atime = d.atime;
   a.mtime = d.mtime;

@@ -50,6 +50,7 @@ Result<void> Filesystem::start_writeback(Inode& inode, uint64_t offset, uint64_t
   if (plan.failed) fail_filesystem(*plan.failed);
   if (!plan.job) return {};
   std::shared_ptr<WritebackJob> job = std::move(plan.job);
+  for (auto [first, end] : job->allocated) inode.pending_blocks += end - first;
   ++inode.writebacks;
   ++stats_.writebacks;
   stats_.writeback_bytes += job->bytes;
@@ -99,6 +100,7 @@ void Filesystem::writeback_done(std::shared_ptr<WritebackJob> job, Result<void> 
   // In the same transaction as the extents that point at the blocks: a commit never holds
   // one without the other.
   if (result && sb_.has_checksums()) result = store_checksums(checksums);
+  for (auto [first, end] : job->allocated) inode.pending_blocks -= end - first;
   if (result) {
     for (auto [first, end] : job->allocated) settle_extents(inode, first, end, true);
     for (auto [first, end] : job->converted) settle_extents(inode, first, end, true);
