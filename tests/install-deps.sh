@@ -13,8 +13,8 @@ packages=(
   # libraries (see README: Dependencies)
   libfuse3-dev fuse3 liburing-dev libisal-dev libspdlog-dev libfmt-dev libpmem2-dev
   libcli11-dev nlohmann-json3-dev libblkid-dev libabsl-dev
-  # tests
-  libgtest-dev
+  # tests (tests/check uses xfs_io, setfattr/getfattr and python3 as xfstests does)
+  libgtest-dev xfsprogs attr python3
 )
 
 missing=()

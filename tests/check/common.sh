@@ -1,0 +1,66 @@
+# Sourced by every test of tests/check (". "$CHECK_COMMON""). The runner gives a test:
+#   TEST_DIR      the mounted stripefs (fresh for this test)
+#   TEST_SOURCE   its members, as the mount takes them (a:b:c)
+#   TEST_LEVEL    RAID level, TEST_MEMBERS member count
+#   TEST_TMP      a scratch directory outside the filesystem
+#   STRIPEFS_BUILD  the build tree (fs/stripefs, fs/fsck.stripefs, fs/stripefsctl)
+# A test prints what its NNN.out expects (no numbers that depend on the level or the
+# machine), exits 0 when it passes, non-zero when it fails (the last line of stderr is the
+# reason), and 77 through _notrun when it cannot run here.
+set -euo pipefail
+
+# Cannot run here: says why (a missing tool, a level it does not apply to).
+_notrun() {
+  echo "$*" >"$TEST_TMP/notrun"
+  exit 77
+}
+
+_fail() {
+  echo "$*" >&2
+  exit 1
+}
+
+_require_command() { # command package
+  command -v "$1" >/dev/null || _notrun "$1 is not installed (Debian package $2)"
+}
+
+# Runs a command that must fail, and prints its error message without the command's own
+# prefix: "cmd: path: No such file or directory" -> "No such file or directory".
+_expect_error() {
+  local out
+  if out=$("$@" 2>&1); then
+    _fail "expected to fail, succeeded: $*"
+  fi
+  echo "${out##*: }"
+}
+
+# Unmounts and mounts the filesystem again (what a reboot would, short of a crash). The
+# old daemon may still be finishing after umount returns: the new mount waits for it.
+_remount() {
+  umount "$TEST_DIR"
+  local i
+  for i in $(seq 1 100); do
+    if "$STRIPEFS_BUILD/fs/stripefs" "$TEST_SOURCE" "$TEST_DIR" 2>"$TEST_TMP/mount.err"; then
+      return 0
+    fi
+    grep -q "in use by another stripefs process" "$TEST_TMP/mount.err" ||
+      _fail "remount: $(head -1 "$TEST_TMP/mount.err")"
+    sleep 0.2
+  done
+  _fail "remount: the old daemon never let go of the members"
+}
+
+# The md5 of a file's contents, without its name.
+_md5() { md5sum <"$1" | cut -d' ' -f1; }
+
+# Runs Python statements that must raise OSError, and prints strerror of its errno (the
+# system call's own answer, where a command-line tool would add checks of its own).
+_expect_oserror() { # python-statements
+  python3 -c "import os, sys
+try:
+    $1
+except OSError as e:
+    print(os.strerror(e.errno))
+    sys.exit(0)
+sys.exit(1)" || _fail "expected an OSError, none raised: $1"
+}
