@@ -1,6 +1,7 @@
 # Sourced by every test of tests/check (". "$CHECK_COMMON""). The runner gives a test:
 #   TEST_DIR      the mounted stripefs (fresh for this test)
 #   TEST_SOURCE   its members, as the mount takes them (a:b:c)
+#   TEST_MOUNT_OPTIONS  the -o options it was mounted with
 #   TEST_LEVEL    RAID level, TEST_MEMBERS member count
 #   TEST_TMP      a scratch directory outside the filesystem
 #   STRIPEFS_BUILD  the build tree (fs/stripefs, fs/fsck.stripefs, fs/stripefsctl)
@@ -40,7 +41,8 @@ _remount() {
   umount "$TEST_DIR"
   local i
   for i in $(seq 1 100); do
-    if "$STRIPEFS_BUILD/fs/stripefs" "$TEST_SOURCE" "$TEST_DIR" 2>"$TEST_TMP/mount.err"; then
+    if "$STRIPEFS_BUILD/fs/stripefs" -o "$TEST_MOUNT_OPTIONS" "$TEST_SOURCE" "$TEST_DIR" \
+      2>"$TEST_TMP/mount.err"; then
       return 0
     fi
     grep -q "in use by another stripefs process" "$TEST_TMP/mount.err" ||
