@@ -66,3 +66,10 @@ except OSError as e:
     sys.exit(0)
 sys.exit(1)" || _fail "expected an OSError, none raised: $1"
 }
+
+# The data-integrity exerciser (tests/check/fsx.cpp), with the seed CHECK_FSX_SEED when set.
+_fsx() {
+  local seed=()
+  [ -z "${CHECK_FSX_SEED:-}" ] || seed=(-S "$CHECK_FSX_SEED")
+  "$STRIPEFS_BUILD/tests/check/stripefs-fsx" "${seed[@]}" "$@"
+}
