@@ -209,35 +209,34 @@ Result<void> Checker::write_directory(uint64_t dir, std::vector<DirEntry> entrie
   return set_extents(dir, std::move(extents), [size](DiskInode& d) { d.size = size; });
 }
 
-Result<uint32_t> Checker::get_checksum(uint64_t b) {
+Result<std::pair<uint64_t, size_t>> Checker::load_checksum_slot(uint64_t b, AlignedBuffer& table) {
   const uint64_t index = b - sb_.data_start;
   const uint64_t self = sb_.checksum_start + index / kChecksumsPerBlock;
-  AlignedBuffer table = fresh_block();
   if (auto r =
           read_verified(self, table, fmt::format("checksum table block {}", self),
                         [self](Image i) { return verify_block(i, BlockKind::checksums, self); });
       !r) {
     return fail(r.error());
   }
+  return std::pair{self, kHeaderSize + (index % kChecksumsPerBlock) * 4};
+}
+
+Result<uint32_t> Checker::get_checksum(uint64_t b) {
+  AlignedBuffer table = fresh_block();
+  auto slot = load_checksum_slot(b, table);
+  if (!slot) return fail(slot.error());
   return ondisk::get_le<uint32_t>(std::span<const std::byte>(table.data(), kBlockSize),
-                                  kHeaderSize + (index % kChecksumsPerBlock) * 4);
+                                  slot->second);
 }
 
 Result<void> Checker::set_checksum(uint64_t b, uint32_t crc) {
-  const uint64_t index = b - sb_.data_start;
-  const uint64_t self = sb_.checksum_start + index / kChecksumsPerBlock;
   AlignedBuffer table = fresh_block();
-  if (auto r =
-          read_verified(self, table, fmt::format("checksum table block {}", self),
-                        [self](Image i) { return verify_block(i, BlockKind::checksums, self); });
-      !r) {
-    return r;
-  }
-  ondisk::put_le<uint32_t>(std::span<std::byte>(table.data(), kBlockSize),
-                           kHeaderSize + (index % kChecksumsPerBlock) * 4, crc);
+  auto slot = load_checksum_slot(b, table);
+  if (!slot) return fail(slot.error());
+  ondisk::put_le<uint32_t>(std::span<std::byte>(table.data(), kBlockSize), slot->second, crc);
   seal_block(std::span<std::byte, kBlockSize>(table.data(), kBlockSize), BlockKind::checksums,
-             self);
-  return write(self, table.span().first(kBlockSize));
+             slot->first);
+  return write(slot->first, table.span().first(kBlockSize));
 }
 
 }  // namespace stripefs::fs

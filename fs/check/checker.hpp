@@ -123,6 +123,9 @@ class Checker {
   // Sets volume block `b`'s entry in the checksum table.
   Result<void> set_checksum(uint64_t b, uint32_t crc);
   Result<uint32_t> get_checksum(uint64_t b);
+  // Reads (verified) the checksum table block holding volume block `b`'s entry into
+  // `table`: that block's number and the entry's byte offset in it.
+  Result<std::pair<uint64_t, size_t>> load_checksum_slot(uint64_t b, AlignedBuffer& table);
 
   // ---- pass 2 (check_directories.cpp), pass 3 (check_connectivity.cpp) ----
   Result<void> check_directories();
