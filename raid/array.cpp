@@ -113,8 +113,10 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   const bool degraded = a.volume->missing_members() > 0;
   if (auto r = start_stripe_log(a); !r) return fail(r.error());
   // Without a stripe log (or after a run that did not use it), a crash may have torn
-  // stripes that a missing member's chunk can no longer be rebuilt from.
-  if (!sb.clean() && degraded && !options.force && !(a.stripe_log && !sb.unlogged())) {
+  // stripes that a missing member's chunk can no longer be rebuilt from. A mirror's chunk is
+  // a copy of another: nothing to tear.
+  const bool parity = a.volume->geometry().has_parity();
+  if (!sb.clean() && degraded && parity && !options.force && !(a.stripe_log && !sb.unlogged())) {
     return fail(EUCLEAN,
                 "array {}: was not shut down cleanly and is degraded, so parity may not match "
                 "the data; refusing to start (force to accept)",
@@ -167,8 +169,9 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
       return fail(c.error());
     }
   }
-  // (A re-added member whose superblock write failed is out again: no resync then.)
-  if (!to_resync.empty() && array->volume_->missing_members() == 0) {
+  // Degraded too (a re-added member whose superblock write failed is out again, say): the
+  // resync checks what redundancy the members in sync still have.
+  if (!to_resync.empty()) {
     array->start_resync(std::move(to_resync));
   }
   if (!recovering.empty()) array->start_rebuilds(std::move(recovering));

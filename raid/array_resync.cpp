@@ -7,8 +7,10 @@ namespace stripefs {
 
 std::vector<std::pair<uint64_t, uint64_t>> stripes_to_resync(const ArrayOpening& a) {
   std::vector<std::pair<uint64_t, uint64_t>> to_resync;
-  // A member that failed during replay is out too: resync needs every member.
-  if (a.sb().clean() || a.volume->missing_members() != a.readded.size()) return to_resync;
+  // Degraded too: check_stripes checks what redundancy is left (RAID6 with one member out,
+  // mirrors with two copies left), and a missing member's chunks are made from the others
+  // when it is rebuilt or re-added.
+  if (a.sb().clean()) return to_resync;
   if (a.intent && !(a.stripe_log && a.stripe_log->lost_records())) {
     for (auto [begin, end] : a.intent->ranges_to_resync()) {
       to_resync.push_back(a.volume->stripes_of(begin, end));

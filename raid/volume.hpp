@@ -181,7 +181,10 @@ class Volume {
   // Reads stripes [first, first+count) from every member and counts those whose parity does
   // not match their data, or whose mirror copies differ. With `repair`, also rewrites the
   // parity from the data (mirrors: the other copies from the first), under each stripe's
-  // lock so it may run beside writes: that is resync. Needs every member. Blocking.
+  // lock so it may run beside writes: that is resync. Degraded, a missing chunk stands as
+  // the others rebuild it, and what redundancy is left is checked against it (RAID6 with
+  // one member out: the other parity; mirrors: the copies left); with none left there is
+  // nothing to check. Blocking.
   Result<uint64_t> check_stripes(uint64_t first, uint64_t count, bool repair);
   Result<uint64_t> count_inconsistent_stripes(uint64_t first, uint64_t count) {
     return check_stripes(first, count, false);

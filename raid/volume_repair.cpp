@@ -12,9 +12,6 @@
 namespace stripefs {
 
 Result<uint64_t> Volume::check_stripes(uint64_t first, uint64_t count, bool repair) {
-  if (missing_members() > 0) {
-    return fail(EAGAIN, "checking stripes needs every member; {} missing", missing_members());
-  }
   const uint64_t chunk = geometry_.chunk_size();
   AlignedBuffer rows(uint64_t{geometry_.members()} * chunk), expected(2 * chunk);
   uint64_t inconsistent = 0;
@@ -36,26 +33,40 @@ Result<bool> Volume::check_stripe(uint64_t stripe, bool repair, std::span<std::b
   const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
   if (where.empty()) return false;  // nothing to compare (RAID0)
   std::vector<std::byte*> slots;
+  std::vector<unsigned> missing;  // out of service, or being rebuilt and not past this stripe
   for (size_t i = 0; i < where.size(); ++i) {
     std::byte* at = rows.data() + i * chunk;
     slots.push_back(at);
+    if (!members_.in_sync(where[i].member, stripe)) {
+      missing.push_back(static_cast<unsigned>(i));
+      continue;
+    }
     if (auto r = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
                              {at, chunk});
         !r) {
       return fail(r.error());
     }
   }
+  if (!missing.empty()) {
+    // Degraded: the missing chunks are what the others make of them, so only redundancy
+    // beyond that can disagree (RAID6 with one member out, a mirror with two copies left).
+    const size_t redundancy = geometry_.has_parity() ? geometry_.parity_chunks() : where.size() - 1;
+    if (missing.size() >= redundancy) return false;
+    if (auto r = level_->rebuild(slots, missing, chunk); !r) return fail(r.error());
+  }
   const auto fixes = level_->disagreements(slots, expected, chunk);
-  if (repair) {
-    for (auto [slot, contents] : fixes) {
-      if (auto r = member_write(*members_[where[slot].member],
-                                data_offset_ + where[slot].member_offset, {contents, chunk});
-          !r) {
-        return fail(r.error());
-      }
+  bool wrong = false;
+  for (auto [slot, contents] : fixes) {
+    if (std::find(missing.begin(), missing.end(), slot) != missing.end()) continue;
+    wrong = true;
+    if (!repair) continue;
+    if (auto r = member_write(*members_[where[slot].member],
+                              data_offset_ + where[slot].member_offset, {contents, chunk});
+        !r) {
+      return fail(r.error());
     }
   }
-  return !fixes.empty();
+  return wrong;
 }
 
 }  // namespace stripefs
