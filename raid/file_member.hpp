@@ -44,6 +44,8 @@ class FileMember final : public Member {
   void submit(MemberRequest request) override;
   bool direct_io() const { return direct_; }
   bool is_block_device() const { return block_device_; }
+  // A tmpfs file driven on the submitting thread: requests complete before submit() returns.
+  bool inline_io() const { return inline_io_; }
 
  private:
   FileMember(std::string name, uint64_t size, DeviceLimits limits, int fd, IoEngine& engine,
