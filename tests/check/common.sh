@@ -16,8 +16,9 @@ _notrun() {
   exit 77
 }
 
+# CHECK_WHERE, when set, says where in a long test (a cycle, its seed) it failed.
 _fail() {
-  echo "$*" >&2
+  echo "${CHECK_WHERE:+$CHECK_WHERE: }$*" >&2
   exit 1
 }
 
@@ -35,21 +36,41 @@ _expect_error() {
   echo "${out##*: }"
 }
 
-# Unmounts and mounts the filesystem again (what a reboot would, short of a crash). The
-# old daemon may still be finishing after umount returns: the new mount waits for it.
-_remount() {
-  umount "$TEST_DIR"
-  local i
+# Mounts SOURCE (default TEST_SOURCE) on TEST_DIR with the daemon. A daemon that was just
+# unmounted may still be finishing: the mount waits for it to let go of the members.
+_mount() { # [source]
+  local source=${1:-$TEST_SOURCE} i
   for i in $(seq 1 100); do
-    if "$STRIPEFS_BUILD/fs/stripefs" -o "$TEST_MOUNT_OPTIONS" "$TEST_SOURCE" "$TEST_DIR" \
+    if "$STRIPEFS_BUILD/fs/stripefs" -o "$TEST_MOUNT_OPTIONS" "$source" "$TEST_DIR" \
       2>"$TEST_TMP/mount.err"; then
       return 0
     fi
     grep -q "in use by another stripefs process" "$TEST_TMP/mount.err" ||
-      _fail "remount: $(head -1 "$TEST_TMP/mount.err")"
+      _fail "mount: $(head -1 "$TEST_TMP/mount.err")"
     sleep 0.2
   done
-  _fail "remount: the old daemon never let go of the members"
+  _fail "mount: the old daemon never let go of the members"
+}
+
+# Unmounts and mounts the filesystem again (what a reboot would, short of a crash).
+_remount() {
+  umount "$TEST_DIR"
+  _mount
+}
+
+# fsck.stripefs -n -f --parity on the unmounted TEST_SOURCE, once the daemon has let go of
+# the members; fails the test with fsck's first complaint.
+_fsck() {
+  local i
+  for i in $(seq 1 100); do
+    if "$STRIPEFS_BUILD/fs/fsck.stripefs" -n -f --parity "$TEST_SOURCE" >"$TEST_TMP/fsck.log" 2>&1; then
+      return 0
+    fi
+    grep -q "in use by another stripefs process" "$TEST_TMP/fsck.log" ||
+      _fail "fsck.stripefs: $(grep -v '^$' "$TEST_TMP/fsck.log" | grep -v '^Pass\|^fsck.stripefs' | head -1)"
+    sleep 0.2
+  done
+  _fail "fsck.stripefs: the daemon never let go of the members"
 }
 
 # The md5 of a file's contents, without its name.
