@@ -102,6 +102,13 @@ int fail_line(const std::string& message) {
 // Writes the outcome to the waiting parent (daemon mode), once.
 struct Launch {
   int fd = -1;
+  // The error line first, then the parent told: it exits as soon as it hears, and whoever
+  // started it reads the line from the stderr they share.
+  int fail(const std::string& error) {
+    const int status = fail_line(error);
+    report(error);
+    return status;
+  }
   void report(const std::string& error) {
     if (fd < 0) return;
     const std::string line = error.empty() ? "ok\n" : error + "\n";
@@ -116,7 +123,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   std::vector<std::string> paths;
   if (config.sources.size() == 1 && config.sources[0].starts_with("UUID=")) {
     auto found = find_array_members(config.sources[0].substr(5));
-    if (!found) return launch.report(found.error().message), fail_line(found.error().message);
+    if (!found) return launch.fail(found.error().message);
     paths = *found;
   } else {
     paths = split_device_list(config.sources);
@@ -133,7 +140,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   } else if (check_mountpoint && !S_ISDIR(point.st_mode)) {
     error = fmt::format("mountpoint {}: not a directory", mountpoint);
   }
-  if (!error.empty()) return launch.report(error), fail_line(error);
+  if (!error.empty()) return launch.fail(error);
 
   // FUSE's options are checked before the array is assembled: a refused mount changes
   // nothing on the members.
@@ -149,13 +156,13 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
       fuse_session_new(&args, &ops, sizeof(ops), &context), fuse_session_destroy);
   if (session == nullptr) {
     error = with_fuse_complaint("bad FUSE options") + " (see stripefs --help)";
-    return launch.report(error), fail_line(error);
+    return launch.fail(error);
   }
   fuse_set_log_func(nullptr);  // from here on libfuse logs as it does
 
   const std::string journal = config.journal_device;
   auto devices = open_devices(paths, journal);
-  if (!devices) return launch.report(devices.error().message), fail_line(devices.error().message);
+  if (!devices) return launch.fail(devices.error().message);
   ArraySetup setup;
   setup.force = config.force;
   setup.log_partial_stripes = config.log_partial_stripes;
@@ -166,13 +173,13 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   setup.speed_max = config.speed_limit_max;
   auto members = (*devices)->member_pointers();
   auto array = open_array(members, setup);
-  if (!array) return launch.report(array.error().message), fail_line(array.error().message);
+  if (!array) return launch.fail(array.error().message);
   for (const std::string& note : (*array)->notes()) fs_log().warn("{}", note);
   // Before the filesystem's first reads (its journal replay among them).
   (*array)->set_max_read_errors(config.max_read_errors);
   auto filesystem = fs::Filesystem::mount((*array)->volume(), fs_options);
   if (!filesystem) {
-    return launch.report(filesystem.error().message), fail_line(filesystem.error().message);
+    return launch.fail(filesystem.error().message);
   }
 
   char resolved[PATH_MAX];
@@ -209,7 +216,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
     array_control.reset();
     stop_checking();
     (void)fs_ref.unmount();
-    return launch.report(control.error().message), fail_line(control.error().message);
+    return launch.fail(control.error().message);
   }
 
   context.fs = filesystem->get();
@@ -273,7 +280,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
     fs_log().error("closing the array: {}", r.error().message);
     status = 1;
   }
-  if (!error.empty()) return launch.report(error), fail_line(error);
+  if (!error.empty()) return launch.fail(error);
   return status;
 }
 
