@@ -44,6 +44,7 @@ Result<void> Filesystem::store_xattrs(Inode& inode, const std::vector<Xattr>& at
   } else {
     if (xattr_bytes(attrs) > kXattrCapacity) return fail(ENOSPC, "no room for the attribute");
     if (inode.disk.xattr_block == 0) {
+      if (!room_for_metadata(1)) return fail(ENOSPC, "no space for attributes");
       auto run = blocks_->reserve(1, 0, 1);
       if (!run) return fail(ENOSPC, "no space for attributes");
       blocks_->mark_used(*meta_, run->first, 1);
