@@ -225,7 +225,9 @@ void WriteIntentBitmap::resynced(uint64_t begin, uint64_t end) {
     const bool all_resynced = std::none_of(regions_.begin(), regions_.end(), [](const Region& x) {
       return x.state == RegionState::needs_resync;
     });
-    if (header_.stale() && all_resynced) {
+    // A stale bitmap records nothing a missing member missed: it stays stale (its return is
+    // then a whole rebuild) until every member is back, even when the resync is done.
+    if (header_.stale() && all_resynced && volume_.missing_members() == 0) {
       // Everything was resynced: the bits are trustworthy again.
       header_.set_stale(false);
       encode_bitmap_header(header_, image_.span().subspan<0, kBitmapHeaderSize>());

@@ -34,8 +34,8 @@ struct ArrayOpening {
 void readd_returning(ArrayOpening& opening);
 
 // After an unclean shutdown: the stripe ranges [first, last] that may be inconsistent (the
-// bitmap's, or every stripe), empty when the array was clean or cannot resync (a member is
-// missing). (array_resync.cpp)
+// bitmap's, or every stripe), empty when the array was clean. Degraded too: the resync
+// checks the redundancy left. (array_resync.cpp)
 std::vector<std::pair<uint64_t, uint64_t>> stripes_to_resync(const ArrayOpening& opening);
 
 }  // namespace stripefs

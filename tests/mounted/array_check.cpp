@@ -22,6 +22,11 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
   if (!array) return std::unexpected(array.error().message);
   (*array)->wait_resync();
   Volume& volume = (*array)->volume();
+  if (const unsigned missing = volume.missing_members(); missing > 0) {
+    // Degraded, the count covers only the redundancy left: not what the callers ask.
+    (void)array->close();
+    return std::unexpected(std::to_string(missing) + " member(s) out of service");
+  }
   auto bad = volume.count_inconsistent_stripes(0, volume.geometry().stripes());
   if (auto closed = array->close(); !closed) return std::unexpected(closed.error().message);
   if (!bad) return std::unexpected(bad.error().message);
