@@ -119,7 +119,11 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
   n.disk.rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0;
   if (type == S_IFDIR) {
     n.disk.nlink = 2;
-    if (auto r = directory(n).init(); !r) return fail(r.error());
+    if (auto r = directory(n).init(); !r) {
+      n.disk.nlink = 0;  // never named: freed with what init allocated
+      maybe_evict(n, lock);
+      return fail(r.error());
+    }
   }
   if (auto r = directory(d).add(name, n.ino, dtype(final_mode)); !r) {
     n.disk.nlink = 0;

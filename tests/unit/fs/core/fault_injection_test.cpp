@@ -499,6 +499,7 @@ TEST(FsFaultInjection, MetadataNeverTakesTheSpacePromisedToDirtyData) {
   int refused = 0;
   for (int i = 0; i < 300; ++i) {
     const std::string name = "d" + std::to_string(i);
+    const uint64_t inodes_free = t.fs->statfs().files_free;
     auto d = t.fs->mknod(kRootInode, name, S_IFDIR | 0755, 0, t.root);
     if (d) {
       auto inner = t.fs->mknod(d->ino, "x", S_IFREG | 0644, 0, t.root);
@@ -507,6 +508,7 @@ TEST(FsFaultInjection, MetadataNeverTakesTheSpacePromisedToDirtyData) {
       }
     } else {
       EXPECT_EQ(d.error().code, ENOSPC) << d.error().message;
+      EXPECT_EQ(t.fs->statfs().files_free, inodes_free) << "a refused mkdir kept its inode";
     }
     auto s = t.fs->symlink(kRootInode, "s" + std::to_string(i), std::string(3000, 'x'), t.root);
     if (!s) {
