@@ -34,12 +34,12 @@ for dir in build build-asan; do
     summary+=("$dir: all passed")
     continue
   fi
-  failed=$(sed 's/^[0-9]*://' "$top/$dir/Testing/Temporary/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ')
+  failed=$(sed 's/^[0-9]*://' "$top/$dir/Testing/Temporary/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ' || true)
   echo "== ctest in $dir: the failed tests once more: $failed"
   if ctest --test-dir "$top/$dir" --output-on-failure --rerun-failed; then
     summary+=("$dir: FLAKY (failed, then passed when run again): $failed")
   else
-    again=$(sed 's/^[0-9]*://' "$top/$dir/Testing/Temporary/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ')
+    again=$(sed 's/^[0-9]*://' "$top/$dir/Testing/Temporary/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ' || true)
     summary+=("$dir: FAILED twice: $again")
     status=1
   fi

@@ -10,7 +10,8 @@
 // directories), unlink, each followed or not by fsync/fdatasync of the file and its
 // directories. Every process appends its record to LOG.K, one line per fact, each written
 // before (what may change) or after (what is now durable) the operation:
-//   N name              the name is being created, renamed or unlinked (not durable)
+//   N name              the name is being created or unlinked (not durable)
+//   R from to           from is being renamed to `to` (not durable; one of them stays)
 //   E name / G name     the name exists / does not exist, durably (its directory fsync'd)
 //   D name              the contents are changing (not durable)
 //   S name size hash    the contents are durable: this size and FNV-1a hash (after fsync)
@@ -23,12 +24,14 @@
 // error; no other name exists. Prints each problem and exits 1 on any.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -206,8 +209,7 @@ class Worker {
     if (to == from) return;
     // Whether `from`'s contents were durable: the line for it is the last one about it.
     const bool stable = stable_.contains(from);
-    say("N " + from);
-    say("N " + to);
+    say("R " + from + " " + to);
     if (::rename(path(from).c_str(), path(to).c_str()) != 0) die("rename " + path(from));
     File moved = std::move(f);
     f = File{};
@@ -278,10 +280,14 @@ int run(const std::string& dir, const std::string& log, uint64_t seed, int procs
               static_cast<unsigned long long>(seed), procs);
   std::fflush(stdout);
   std::vector<pid_t> children;
+  const pid_t parent = getpid();
   for (int k = 0; k < procs; ++k) {
     const pid_t pid = fork();
     if (pid < 0) die("fork");
     if (pid == 0) {
+      // Ends with the parent: a killed run leaves no worker writing into the next mount.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
       Worker w(dir + "/p" + std::to_string(k), logs[k], seed * 1000 + k);
       for (uint64_t i = 0; ops == 0 || i < ops; ++i) w.step();
       _exit(0);
@@ -337,17 +343,39 @@ int verify(const std::string& dir, const std::string& log) {
     if (!in) break;
     const std::string pdir = dir + "/p" + std::to_string(k);
     std::map<std::string, Expect> expect;
+    // Renames still in flux of a name that was durably there: rename is atomic, so one of
+    // the two names must be there after the cut. Any later line about either name ends it.
+    std::map<std::string, std::string> renamed;  // from -> to, and to -> from
+    auto settle = [&renamed](const std::string& name) {
+      auto it = renamed.find(name);
+      if (it == renamed.end()) return;
+      renamed.erase(it->second);
+      renamed.erase(it);
+    };
     bool ready = false;
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream words(line);
       std::string op, name;
       words >> op >> name;
+      settle(name);
       Expect& e = expect[name];
       if (op == "READY") {
         ready = true;
+      } else if (op == "R") {
+        std::string to;
+        words >> to;
+        settle(to);
+        Expect& t = expect[to];
+        if (e.name == Expect::Name::present) {
+          renamed[name] = to;
+          renamed[to] = name;
+        }
+        e.name = t.name = Expect::Name::flux;
+        e.stable = t.stable = false;
       } else if (op == "N") {
         e.name = Expect::Name::flux;
+        e.stable = false;  // what it held may be another file's now (a rename over it)
       } else if (op == "E") {
         e.name = Expect::Name::present;
       } else if (op == "G") {
@@ -365,6 +393,15 @@ int verify(const std::string& dir, const std::string& log) {
     if (stat(pdir.c_str(), &st) != 0 || stat((pdir + "/d").c_str(), &st) != 0) {
       if (ready) problem(pdir + ": made durable before the cut, missing after it");
       continue;
+    }
+    for (const auto& [from, to] : renamed) {
+      if (from > to) continue;  // each pair once
+      struct stat a {
+      }, b{};
+      if (lstat((pdir + "/" + from).c_str(), &a) != 0 &&
+          lstat((pdir + "/" + to).c_str(), &b) != 0) {
+        problem(pdir + "/" + from + " -> " + to + ": renamed (in flux), both names gone");
+      }
     }
     for (const auto& [name, e] : expect) {
       const std::string path = pdir + "/" + name;
