@@ -4,7 +4,8 @@
 #   Each cycle, on the filesystem of TEST_SOURCE (unmounted on entry and on return):
 #   1. stripefs-powercut mounts it on members that lose their unflushed writes in a cut
 #      (raid/power_cut_member.hpp) and stripefs-crashload runs three processes in cycle
-#      directory cN, recording what each made durable (with fsx: the exerciser beside them);
+#      directory cN, recording what each made durable (with fsx: the exerciser and the
+#      metadata stress beside them, in cN.fsx, checked by fsck and by reading every file);
 #   2. after 0.3 to 2.5 s the power is cut: every member write not yet flushed is lost, each
 #      4 KiB block of it kept with probability 0, 0.5 or 0.9 in turn (torn, in any order),
 #      and the process ends on the spot;
@@ -56,6 +57,9 @@ _crash_cycles() { # cycles [lose-member] [fsx]
       mkdir -p "$TEST_DIR/c$c.fsx"
       _fsx -N 100000000 -l 2097152 -o 262144 "$TEST_DIR/c$c.fsx/f" >/dev/null 2>&1 &
       fsx_pid=$!
+      "$build/tests/check/stripefs-stress" -S "$seed" -p 2 -n 100000000 "$TEST_DIR/c$c.fsx/tree" \
+        >/dev/null 2>&1 &
+      fsx_pid="$fsx_pid $!"
     fi
     sleep "$((pause / 1000)).$(printf %03d $((pause % 1000)))"
     kill -0 "$load" 2>/dev/null || _fail "the workload ended before the cut: $(tail -1 "$TEST_TMP/load.err")"

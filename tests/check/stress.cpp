@@ -16,6 +16,7 @@
 // fsck).
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -23,6 +24,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -176,10 +178,14 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "stripefs-stress: seed %llu, %d processes, %llu operations each\n",
                static_cast<unsigned long long>(seed), procs, static_cast<unsigned long long>(ops));
   std::vector<pid_t> children;
+  const pid_t parent = getpid();
   for (int k = 0; k < procs; ++k) {
     const pid_t pid = fork();
     if (pid < 0) return 1;
     if (pid == 0) {
+      // Ends with the parent: a killed run (a power-cut test's) leaves no worker behind.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
       Stress s(dir, seed * 1000 + static_cast<uint64_t>(k));
       for (uint64_t i = 0; i < ops; ++i) {
         if (!s.step()) _exit(1);
