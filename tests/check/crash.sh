@@ -38,6 +38,7 @@ _crash_cycles() { # cycles [lose-member] [fsx]
     survive=$(echo "0 0.5 0.9" | cut -d' ' -f$((c % 3 + 1)))
     pause=$((300 + (seed * 7919) % 2200))
     CHECK_WHERE="cycle $c (seed $seed, survive $survive; replay: CHECK_CRASH_SEED=$base)"
+    echo "$CHECK_WHERE" >&2
 
     "$build/tests/check/stripefs-powercut" --allow-other --seed "$seed" --survive "$survive" \
       "$TEST_SOURCE" "$TEST_DIR" >"$TEST_TMP/powercut.out" 2>"$TEST_TMP/powercut.err" &
