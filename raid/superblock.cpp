@@ -72,6 +72,10 @@ Result<void> check_fields(const Superblock& sb, std::string_view where) {
     return fail(EINVAL, "member {}: superblock role {} is not below member_count {}", where,
                 sb.role, count);
   }
+  if (sb.replacement() && (sb.spare() || is_zero(sb.replaces))) {
+    return fail(EINVAL, "member {}: superblock says a replacement but names no role and member",
+                where);
+  }
   if (sb.chunk_size < 4096 || !std::has_single_bit(sb.chunk_size)) {
     return fail(EINVAL, "member {}: superblock chunk_size {} is not a power of two >= 4096", where,
                 sb.chunk_size);
@@ -186,6 +190,7 @@ void encode_superblock(const Superblock& sb, std::span<std::byte, kSuperblockSiz
   put_le(out, sl::kScrubMismatched, sb.scrub_mismatched);
   put_le(out, sl::kScrubRepaired, sb.scrub_repaired);
   put_le(out, sl::kScrubUnrepairable, sb.scrub_unrepairable);
+  put_uuid(out, sl::kReplaces, sb.replaces);
   ondisk::seal(out, sl::kChecksum);
 }
 
@@ -247,6 +252,7 @@ Result<Superblock> decode_superblock(std::span<const std::byte, kSuperblockSize>
   sb.scrub_mismatched = get_le<uint64_t>(in, sl::kScrubMismatched);
   sb.scrub_repaired = get_le<uint64_t>(in, sl::kScrubRepaired);
   sb.scrub_unrepairable = get_le<uint64_t>(in, sl::kScrubUnrepairable);
+  sb.replaces = get_uuid(in, sl::kReplaces);
   if (auto ok = check_fields(sb, where); !ok) return fail(std::move(ok.error()));
   return sb;
 }

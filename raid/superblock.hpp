@@ -7,8 +7,9 @@
 //   ------  -----  ------------------------------------------------------------------------
 //        0      4  magic                0x53545046 (bytes 46 50 54 53 on disk)
 //        4      2  version_major        1; a reader refuses a major it does not know
-//        6      2  version_minor        1; a reader accepts any minor (compatible additions;
-//                                       minor 1 added the scrub's fields at 264..335)
+//        6      2  version_minor        2; a reader accepts any minor (compatible additions;
+//                                       minor 1 added the scrub's fields at 264..335, minor 2
+//                                       the replacement flag and `replaces` at 336..351)
 //        8     16  array_uuid
 //       24     16  member_uuid
 //       40     32  label                UTF-8, NUL-padded (no terminator when 32 bytes long)
@@ -27,9 +28,14 @@
 //      120      8  events               bumped on every state change; highest wins
 //      128      4  flags                bit 0: clean shutdown; bit 1: run since its last
 //                                       clean shutdown without logging partial stripes
-//                                       (the write hole open); unknown bits are preserved
+//                                       (the write hole open); bit 2: a hot replace's new
+//                                       device (md's replacement), copying the member of
+//                                       `role` whose member_uuid is `replaces`: it holds no
+//                                       role yet; unknown bits are preserved
 //      132      4  reserved
-//      136      8  rebuild_checkpoint   bytes rebuilt so far; UINT64_MAX: not rebuilding
+//      136      8  rebuild_checkpoint   bytes rebuilt so far; UINT64_MAX: not rebuilding.
+//                                       On a replacement: the device byte below which its
+//                                       copy is complete and durable
 //      144      8  bitmap_offset        write-intent bitmap area, bytes from member start
 //      152      8  bitmap_size          0: no bitmap
 //      160      8  bitmap_chunk         bytes of member data per bitmap bit
@@ -51,7 +57,9 @@
 //      312      8  scrub_mismatched     what the scrub to resume had found so far: stripes
 //      320      8  scrub_repaired       that disagreed, were repaired, and could not be
 //      328      8  scrub_unrepairable   (its counts go on from these)
-//      336   3756  reserved
+//      336     16  replaces             on a replacement: the member_uuid of the device it
+//                                       copies; zero otherwise
+//      352   3740  reserved
 //     4092      4  checksum             CRC-32C (Castagnoli) of bytes [0, 4092)
 //
 // The checksum is the standard CRC-32C (check value 0xe3069283 for "123456789"), so any
@@ -78,7 +86,7 @@ constexpr uint64_t kSuperblockOffset = 4096;
 constexpr size_t kSuperblockSize = 4096;
 constexpr uint32_t kSuperblockMagic = 0x53545046;
 constexpr uint16_t kSuperblockMajor = 1;
-constexpr uint16_t kSuperblockMinor = 1;
+constexpr uint16_t kSuperblockMinor = 2;
 constexpr size_t kLabelSize = 32;
 constexpr uint64_t kNotRebuilding = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kNoScrub = std::numeric_limits<uint64_t>::max();
@@ -120,7 +128,8 @@ constexpr size_t kLastScrubUnrepairable = 304;
 constexpr size_t kScrubMismatched = 312;
 constexpr size_t kScrubRepaired = 320;
 constexpr size_t kScrubUnrepairable = 328;
-constexpr size_t kReserved = 336;  // zero up to kChecksum
+constexpr size_t kReplaces = 336;
+constexpr size_t kReserved = 352;  // zero up to kChecksum
 static_assert(kMemberStates + Geometry::kMaxMembers <= kScrubCheckpoint);
 constexpr size_t kChecksum = kSuperblockSize - 4;
 
@@ -134,6 +143,7 @@ enum class MemberState : uint8_t { active = 0, faulty = 1, missing = 2, rebuildi
 struct Superblock {
   static constexpr uint32_t kFlagClean = 1u << 0;
   static constexpr uint32_t kFlagUnlogged = 1u << 1;
+  static constexpr uint32_t kFlagReplacement = 1u << 2;
 
   Uuid array_uuid{};
   Uuid member_uuid{};
@@ -163,6 +173,7 @@ struct Superblock {
   uint64_t last_scrub = 0;
   uint64_t last_scrub_mismatched = 0, last_scrub_repaired = 0, last_scrub_unrepairable = 0;
   uint64_t scrub_mismatched = 0, scrub_repaired = 0, scrub_unrepairable = 0;  // so far
+  Uuid replaces{};  // on a replacement: the member_uuid of the device it copies
 
   bool clean() const { return (flags & kFlagClean) != 0; }
   void set_clean(bool clean) { flags = clean ? flags | kFlagClean : flags & ~kFlagClean; }
@@ -171,6 +182,13 @@ struct Superblock {
   bool rebuilding() const { return rebuild_checkpoint != kNotRebuilding; }
   // A spare of the array: it holds no role (and none of its data) until a rebuild gives it one.
   bool spare() const { return role == kSpareRole; }
+  // A hot replace's new device (md's replacement): copying the member of `role` whose
+  // member_uuid is `replaces`, complete below rebuild_checkpoint; it holds no role until the
+  // copy completes and it takes the role (with a superblock of its own, flag cleared).
+  bool replacement() const { return (flags & kFlagReplacement) != 0; }
+  void set_replacement(bool on) {
+    flags = on ? flags | kFlagReplacement : flags & ~kFlagReplacement;
+  }
 
   bool operator==(const Superblock&) const = default;
 };

@@ -67,6 +67,7 @@ Superblock populated() {
   sb.scrub_mismatched = 9;
   sb.scrub_repaired = 8;
   sb.scrub_unrepairable = 7;
+  sb.replaces = Uuid{0x51, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0x5f};
   return sb;
 }
 
@@ -117,6 +118,7 @@ TEST(Superblock, RoundTripsEveryField) {
   EXPECT_EQ(out->scrub_mismatched, in.scrub_mismatched);
   EXPECT_EQ(out->scrub_repaired, in.scrub_repaired);
   EXPECT_EQ(out->scrub_unrepairable, in.scrub_unrepairable);
+  EXPECT_EQ(out->replaces, in.replaces);
   EXPECT_EQ(*out, in);
   EXPECT_TRUE(out->clean());
   EXPECT_TRUE(out->rebuilding());
@@ -156,6 +158,7 @@ TEST(Superblock, PopulatedDiffersFromDefaultInEveryField) {
   EXPECT_NE(p.scrub_mismatched, d.scrub_mismatched);
   EXPECT_NE(p.scrub_repaired, d.scrub_repaired);
   EXPECT_NE(p.scrub_unrepairable, d.scrub_unrepairable);
+  EXPECT_NE(p.replaces, d.replaces);
 }
 
 // Minor 0 wrote zeros where minor 1 keeps the scrub's fields: no scrub to resume, none
@@ -168,7 +171,7 @@ TEST(Superblock, AMinorZeroSuperblockHasNoScrubToResume) {
   sb.last_scrub_unrepairable = 0;
   sb.scrub_mismatched = sb.scrub_repaired = sb.scrub_unrepairable = 0;
   Block block = encoded(sb);
-  for (size_t at = sl::kScrubCheckpoint; at < sl::kReserved; ++at) {
+  for (size_t at = sl::kScrubCheckpoint; at < sl::kReplaces; ++at) {
     ASSERT_EQ(block[at], std::byte{0}) << "byte " << at;
   }
   put<uint16_t>(block, sl::kVersionMinor, 0);
@@ -189,7 +192,7 @@ TEST(Superblock, EncodesDocumentedLayout) {
   EXPECT_EQ(block[2], std::byte{0x54});
   EXPECT_EQ(block[3], std::byte{0x53});
   EXPECT_EQ(get<uint16_t>(block, sl::kVersionMajor), 1);
-  EXPECT_EQ(get<uint16_t>(block, sl::kVersionMinor), 1);
+  EXPECT_EQ(get<uint16_t>(block, sl::kVersionMinor), 2);
   EXPECT_EQ(block[sl::kArrayUuid], std::byte{0x10});
   EXPECT_EQ(block[sl::kMemberUuid + 15], std::byte{0xaf});
   EXPECT_EQ(std::memcmp(block.data() + sl::kLabel, sb.label.data(), sb.label.size()), 0);
@@ -210,6 +213,8 @@ TEST(Superblock, EncodesDocumentedLayout) {
   EXPECT_EQ(get<uint64_t>(block, sl::kLastScrub), 1'700'000'900u);
   EXPECT_EQ(get<uint64_t>(block, sl::kLastScrubUnrepairable), 1u);
   EXPECT_EQ(get<uint64_t>(block, sl::kScrubUnrepairable), 7u);
+  EXPECT_EQ(block[sl::kReplaces], std::byte{0x51});
+  EXPECT_EQ(block[sl::kReplaces + 15], std::byte{0x5f});
   for (size_t at : {size_t{94}, size_t{95}, size_t{100}, size_t{103}, size_t{132}, size_t{135}}) {
     EXPECT_EQ(block[at], std::byte{0}) << "padding byte " << at;
   }
@@ -253,6 +258,24 @@ TEST(Superblock, CleanFlag) {
   sb.set_clean(false);
   EXPECT_FALSE(sb.clean());
   EXPECT_EQ(sb.flags, 0x10u);
+}
+
+// A replacement names the role and the member it copies; one that names neither is damaged.
+TEST(Superblock, AReplacementMustNameItsRoleAndMember) {
+  Superblock sb = populated();
+  sb.set_replacement(true);
+  auto out = decode_superblock(encoded(sb), kWhere);
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->replacement());
+  EXPECT_EQ(out->replaces, sb.replaces);
+  sb.replaces = Uuid{};
+  EXPECT_NE(decode_error(encoded(sb)).message.find("replacement"), std::string::npos);
+  sb = populated();
+  sb.set_replacement(true);
+  sb.role = kSpareRole;
+  EXPECT_EQ(decode_error(encoded(sb)).code, EINVAL);
+  sb.set_replacement(false);
+  EXPECT_FALSE(sb.replacement());
 }
 
 TEST(Superblock, AcceptsHigherMinorVersion) {
@@ -309,8 +332,8 @@ TEST_P(SuperblockDamage, IsRejectedNamingMemberFieldAndValue) {
 const Damage kDamages[] = {
     {"magic", sl::kMagic, 4, 0x12345678, ENODATA, "no stripefs superblock", "magic 0x12345678"},
     {"zero_magic", sl::kMagic, 4, 0, ENODATA, "no stripefs superblock", "magic 0x00000000"},
-    {"major_0", sl::kVersionMajor, 2, 0, EINVAL, "not supported", "version 0.1"},
-    {"major_2", sl::kVersionMajor, 2, 2, EINVAL, "not supported", "version 2.1"},
+    {"major_0", sl::kVersionMajor, 2, 0, EINVAL, "not supported", "version 0.2"},
+    {"major_2", sl::kVersionMajor, 2, 2, EINVAL, "not supported", "version 2.2"},
     {"level_2", sl::kLevel, 1, 2, EINVAL, "not a RAID level", "level 2"},
     {"level_4", sl::kLevel, 1, 4, EINVAL, "not a RAID level", "level 4"},
     {"level_11", sl::kLevel, 1, 11, EINVAL, "not a RAID level", "level 11"},
