@@ -110,6 +110,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   ArrayOpening a{options, std::move(*assembly)};
   const Superblock& sb = a.sb();
   if (auto r = start_volume(a); !r) return fail(r.error());
+  resume_replaces(a);
   const bool degraded = a.volume->missing_members() > 0;
   if (auto r = start_stripe_log(a); !r) return fail(r.error());
   // Without a stripe log (or after a run that did not use it), a crash may have torn
@@ -123,6 +124,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
                 format_uuid(sb.array_uuid));
   }
   if (auto r = start_write_intent(a); !r) return fail(r.error());
+  recopy_replaced(a);
   readd_returning(a);
   std::vector<std::pair<uint64_t, uint64_t>> to_resync = stripes_to_resync(a);
   std::vector<Uuid> uuids(sb.member_count);
@@ -136,6 +138,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   std::unique_ptr<Array> array(new Array(sb, a.assembly.by_role, std::move(uuids),
                                          std::move(a.volume), std::move(a.assembly.notes)));
   array->spares_ = a.assembly.spares;
+  array->adopt_replaces(a);
   // Read errors healed from now on are told (the first, then every doubling of a device's
   // count), before the resync and rebuild threads start reading.
   array->volume_->set_read_error_policy(
@@ -153,6 +156,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   array->logging_ = options.log_partial_stripes;
   array->speed_min_ = options.speed_min;
   array->speed_max_ = options.speed_max;
+  array->checkpoint_every_ = options.checkpoint_every;
   std::vector<unsigned> recovering;
   for (const auto& r : a.assembly.recovering) {
     array->checkpoints_[r.role] = r.checkpoint;
@@ -174,6 +178,7 @@ Result<std::unique_ptr<Array>> Array::open(std::span<Member* const> members,
   if (!to_resync.empty()) {
     array->start_resync(std::move(to_resync));
   }
+  for (const ResumedReplace& r : a.replaces) recovering.push_back(r.role);
   if (!recovering.empty()) array->start_rebuilds(std::move(recovering));
   return array;
 }
@@ -262,6 +267,19 @@ Result<void> Array::record_spare(Member& device, bool spare) {
 Result<void> Array::write_superblocks() {
   master_.updated = superblock_time();
   if (intent_) intent_->set_events(master_.events);
+  // Hot replaces' new devices first, so a crash between these writes never leaves one behind
+  // a member that is current (assembly would think its copy stale). One that cannot take the
+  // record gets nothing more: the replace stops.
+  for (unsigned role = 0; role < master_.member_count; ++role) {
+    ReplacingMember* copy = replacing_[role].get();
+    if (copy == nullptr || by_role_[role] == &copy->replacement() || copy->replacement_failed()) {
+      continue;
+    }
+    if (auto w = write_superblock(copy->replacement(), replacement_record(role)); !w) {
+      copy->fail_replacement(Error{
+          w.error().code, fmt::format("{}: {}", copy->replacement().name(), w.error().message)});
+    }
+  }
   // Re-added members first: one that cannot take the record stays out (faulty), and the
   // others record that instead of its return; the re-added ones written before it are
   // written again, so no superblock says it is back.
@@ -443,6 +461,13 @@ Result<void> Array::close() {
   std::lock_guard lock(mutex_);
   closed_ = true;
   if (!flushed) return fail(flushed.error());
+  // A hot replace under way: what it copied is flushed with the rest (its writes mirrored),
+  // so its checkpoint goes up to there; the next open resumes it.
+  for (unsigned role = 0; role < master_.member_count; ++role) {
+    if (ReplacingMember* copy = replacing_[role].get(); copy != nullptr) {
+      replace_checkpoints_[role] = copy->copied();
+    }
+  }
   if (resync.error) return fail(*resync.error);
   master_.set_clean(true);
   master_.set_unlogged(false);

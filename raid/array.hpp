@@ -86,6 +86,9 @@ struct OpenOptions {
   // open starts: bytes per second with other I/O, and idle (0: no limit).
   uint64_t speed_min = 16u << 20;
   uint64_t speed_max = 0;
+  // How often a rebuild or a hot replace records its progress in the new device's
+  // superblock (what the next open resumes from).
+  std::chrono::milliseconds checkpoint_every{5000};
 };
 
 struct ResyncProgress {
@@ -151,6 +154,8 @@ struct ArrayEvent {
 // "member-failed", "rebuild-started", "rebuild-finished", "rebuild-failed",
 // "replace-started", "replace-finished", "replace-failed", "device-errors", "scrub-finished".
 const char* to_string(ArrayEvent::Kind kind);
+
+struct ArrayOpening;  // array_opening.hpp
 
 // Creates an array on `members` (in role order). Every member is checked first — the
 // level's Level::min_members, size, block size, an existing array, the journal area's
@@ -226,15 +231,24 @@ class Array {
   // (its superblock written, the others' events bumped twice, so the old device, if ever
   // assembled again beside it, is told apart as the older one) and the old device leaves.
   // `device` is a blank or foreign device the caller has vetted, which must outlive the
-  // array; its superblock block is zeroed first, so a replace cut short by a crash leaves it
-  // blank, never a member: the old device still holds the role, and the replace is started
-  // again. If the old device fails meanwhile (a write, or the copy's read), the replace
-  // becomes a rebuild of the role onto `device`; if `device` fails, the replace stops and the
-  // old device stays. Refused (nothing written) for a role not in service or being replaced,
-  // a device that is a member already, too small or of another block size.
+  // array. It gets a replacement's superblock at once (Superblock::replacement: no role, the
+  // old device's UUID, how far the copy got), rewritten with every superblock update and,
+  // after a flush of the device, every few seconds with the copy's progress; so a replace cut
+  // short by a close or a crash resumes at the next open given both devices
+  // (Assembly::replacing), from that checkpoint: the metadata areas, and after a crash the
+  // ranges the bitmap recorded (everything below the checkpoint without one), are copied
+  // again first, before any other I/O. A close keeps the copy mirroring until the array goes.
+  // If the old device fails meanwhile (a write, or the copy's read), the replace
+  // becomes a rebuild of the role onto `device`; if `device` fails or the replace is
+  // cancelled, the replace stops, the old device stays, and `device` is left blank. Refused
+  // (nothing written) for a role not in service or being replaced, a device that is a member
+  // already, too small or of another block size.
   Result<void> replace(unsigned role, Member* device);
   // The device role `role` is being replaced by, or nullptr.
   Member* replacement(unsigned role) const;
+  // Every hot replace of this run (resumed ones too), under way or ended however: the old
+  // device and the new one, oldest first.
+  std::vector<std::pair<Member*, Member*>> replaces() const;
   // Stops the hot replace of `role` (md's --fail on the replacement): the old device serves
   // on, the new one gets nothing more, and the replace ends as failed ("stopped on
   // request"). Refused for a role not being replaced.
@@ -339,6 +353,14 @@ class Array {
   Result<void> replace_role(unsigned role);
   Result<void> finish_replace(unsigned role, ReplacingMember& copy);
   Result<void> abandon_replace(unsigned role, ReplacingMember& copy, const Error& why);
+  // The replacement superblock of the hot replace of `role` (under mutex_): master_'s, with
+  // the replacement flag, the new device's UUID, the old one's, and replace_checkpoints_.
+  Superblock replacement_record(unsigned role) const;
+  // After a flush of the new device: how far the copy of `role` got, in its superblock.
+  Result<void> record_replace_checkpoint(unsigned role, ReplacingMember& copy);
+  // Array::open's end: the replaces the opening resumed (and the copies it gave up) are
+  // the Array's from now on.
+  void adopt_replaces(ArrayOpening& opening);
   // md's speed limits, shared by rebuild and replace: pace() waits after each round of
   // `written` bytes for as long as the limits ask (waking early on a new limit or a stop).
   struct Pacing {
@@ -386,6 +408,10 @@ class Array {
   // One that ended is kept in retired_ until the array goes (I/O submitted through it may
   // still be in flight); declared before the Volume and its users, so it outlives them.
   std::array<std::unique_ptr<ReplacingMember>, Geometry::kMaxMembers> replacing_;
+  // Per role, under mutex_, while replacing_: the new device's member_uuid, and the device
+  // bytes copied and flushed (recorded in its superblock).
+  std::array<Uuid, Geometry::kMaxMembers> replace_uuids_{};
+  std::array<uint64_t, Geometry::kMaxMembers> replace_checkpoints_{};
   std::vector<std::unique_ptr<ReplacingMember>> retired_;
   std::unique_ptr<Volume> volume_;
   std::unique_ptr<WriteIntent> intent_;    // destroyed before the Volume it records for
@@ -436,6 +462,7 @@ class Array {
   std::thread scrub_thread_;
   std::atomic<uint64_t> speed_min_{16u << 20};
   std::atomic<uint64_t> speed_max_{0};
+  std::chrono::milliseconds checkpoint_every_{5000};  // OpenOptions::checkpoint_every
   uint64_t speed_generation_ = 0;  // under rebuild_mutex_: bumped by each set_rebuild_speed
   // Per role, under mutex_: member bytes rebuilt (kNotRebuilding when not being rebuilt),
   // written into that member's own superblock.

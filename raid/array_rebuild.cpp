@@ -16,7 +16,6 @@ namespace {
 // Member bytes per round between rate checks, under a limit (Volume::rebuild_member batches
 // inside it).
 constexpr uint64_t kStepBytes = 16u << 20;
-constexpr auto kCheckpointEvery = std::chrono::seconds(5);
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -221,7 +220,7 @@ Result<void> Array::rebuild_role(unsigned role) {
       const bool goes_on =
           round_progress(pacing, round, end, written, (rebuilt - counted) * g.chunk_size());
       counted = rebuilt;
-      if (std::chrono::steady_clock::now() - checkpointed >= kCheckpointEvery) {
+      if (std::chrono::steady_clock::now() - checkpointed >= checkpoint_every_) {
         if (auto r = record_checkpoint(role, end); !r) {
           checkpoint_failed = r.error();
           return false;
@@ -360,9 +359,16 @@ Result<void> Array::copy_member_areas(unsigned role) {
 }
 
 // The rebuilt part, recorded in the device's superblock: member bytes below the first stripe
-// not rebuilt (what a resume starts from; on RAID10 a row may be done again).
+// not rebuilt (what a resume starts from; on RAID10 a row may be done again). Flushed first:
+// a checkpoint must never say rebuilt what a power cut can still take from the device.
 Result<void> Array::record_checkpoint(unsigned role, uint64_t stripes) {
   const uint64_t bytes = volume_->member_range(stripes, stripes).first;
+  if (Member* device = member_device(role); device != nullptr) {
+    if (auto f = member_flush(*device); !f) {
+      volume_->fail_member(role, f.error());
+      return fail(f.error().code, "role {}: {}", role, f.error().message);
+    }
+  }
   std::lock_guard lock(mutex_);
   checkpoints_[role] = bytes;
   ++master_.events;

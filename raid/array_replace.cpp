@@ -41,19 +41,20 @@ Result<void> Array::replace(unsigned role, Member* device) {
     end = master_.data_offset + master_.data_size;
   }
   if (auto f = fits(*device); !f) return f;
-  // Whatever identity it had goes first: cut short, the replace leaves it blank.
-  AlignedBuffer blank(kSuperblockSize);
-  std::memset(blank.data(), 0, blank.size());
-  if (auto w = member_write(*device, kSuperblockOffset, blank.span(), /*fua=*/true); !w) {
-    return fail(w.error().code, "{}: {}", device->name(), w.error().message);
-  }
   {
+    // Its replacement superblock first: whatever identity it had goes, and a replace cut
+    // short resumes from it.
     std::lock_guard lock(mutex_);
     if (replacing_[role] || !volume_->active(role)) {
       return fail(EBUSY, "role {} changed meanwhile; try again", role);
     }
-    replacing_[role] =
-        std::make_unique<ReplacingMember>(*old, *device, kSuperblockOffset + kSuperblockSize, end);
+    const uint64_t begin = kSuperblockOffset + kSuperblockSize;
+    replace_uuids_[role] = generate_uuid();
+    replace_checkpoints_[role] = begin;
+    if (auto w = write_superblock(*device, replacement_record(role)); !w) {
+      return fail(w.error().code, "{}: {}", device->name(), w.error().message);
+    }
+    replacing_[role] = std::make_unique<ReplacingMember>(*old, *device, begin, end);
     volume_->swap_member(role, replacing_[role].get());
   }
   raid_log().warn("array {}: replacing role {} ({}) by {}", format_uuid(superblock().array_uuid),
@@ -66,6 +67,16 @@ Result<void> Array::replace(unsigned role, Member* device) {
 Member* Array::replacement(unsigned role) const {
   std::lock_guard lock(mutex_);
   return role < replacing_.size() && replacing_[role] ? &replacing_[role]->replacement() : nullptr;
+}
+
+std::vector<std::pair<Member*, Member*>> Array::replaces() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::pair<Member*, Member*>> out;
+  for (const auto& copy : retired_) out.emplace_back(&copy->old_device(), &copy->replacement());
+  for (const auto& copy : replacing_) {
+    if (copy) out.emplace_back(&copy->old_device(), &copy->replacement());
+  }
+  return out;
 }
 
 Result<void> Array::cancel_replace(unsigned role) {
@@ -92,7 +103,7 @@ Result<void> Array::replace_role(unsigned role) {
     std::lock_guard lock(rebuild_mutex_);
     rebuild_.current = role;
     rebuild_.replace = true;
-    rebuild_.done = 0;
+    rebuild_.done = copy->copied() - copy->begin();  // a resumed copy starts part done
     rebuild_.total = total;
     rebuild_.bytes = 0;
     rebuild_.written = 0;
@@ -100,12 +111,14 @@ Result<void> Array::replace_role(unsigned role) {
   }
   Pacing pacing = start_pacing();
   Round round{started};
+  auto checkpointed = started;
   while (!copy->complete()) {
     if (!start_round(pacing, round)) {
-      return abandon_replace(role, *copy,
-                             Error{ECANCELED,
-                                   "the array closed before the copy was complete; "
-                                   "run the replace again"});
+      // The array closes: the copy stays in the Volume, mirroring, and close() records how
+      // far it got once the members are flushed; the next open resumes it there.
+      return fail(ECANCELED,
+                  "the array closed before the copy was complete; it resumes at "
+                  "the next open");
     }
     if (!volume_->active(role)) {
       return abandon_replace(
@@ -114,13 +127,22 @@ Result<void> Array::replace_role(unsigned role) {
     }
     uint64_t reached = copy->copied();
     const uint64_t length = round.limited ? step_bytes() : copy->end() - reached;
+    std::optional<Error> checkpoint_failed;
     const Result<void> step = copy->copy(length, [&](uint64_t copied) {
       const uint64_t moved = copied - reached;
       reached = copied;
+      if (std::chrono::steady_clock::now() - checkpointed >= checkpoint_every_) {
+        if (auto r = record_replace_checkpoint(role, *copy); !r) {
+          checkpoint_failed = r.error();
+          return false;
+        }
+        checkpointed = std::chrono::steady_clock::now();
+      }
       return round_progress(pacing, round, copied - copy->begin(), moved, moved) &&
              volume_->active(role);
     });
     if (!step) return abandon_replace(role, *copy, step.error());
+    if (checkpoint_failed) return abandon_replace(role, *copy, *checkpoint_failed);
     pace(pacing, round.limited ? round.bytes : 0);  // an unlimited round owes nothing
   }
   if (auto r = finish_replace(role, *copy); !r) return abandon_replace(role, *copy, r.error());
@@ -187,6 +209,12 @@ Result<void> Array::abandon_replace(unsigned role, ReplacingMember& copy, const 
     copy.hand_over_back();
     volume_->swap_member(role, &old);
     retired_.push_back(std::move(replacing_[role]));
+    // Its replacement superblock falls behind the others (and is wiped below, unless the
+    // role is rebuilt onto it), so no assembly resumes a copy that stopped being current.
+    ++master_.events;
+    if (auto w = write_superblocks(); !w) {
+      raid_log().error("role {}: recording the replace's end: {}", role, w.error().message);
+    }
   }
   if (copy.old_failed() && volume_->active(role)) {
     // The copy could not read the old device. Failed if the array can do without it (and
@@ -208,7 +236,38 @@ Result<void> Array::abandon_replace(unsigned role, ReplacingMember& copy, const 
     }
     return fail(why.code, "{}; rebuilding onto {} instead", why.message, device.name());
   }
+  AlignedBuffer blank(kSuperblockSize);
+  std::memset(blank.data(), 0, blank.size());
+  if (auto w = member_write(device, kSuperblockOffset, blank.span(), /*fua=*/true); !w) {
+    raid_log().warn("role {}: wiping the superblock of {} after the replace: {}", role,
+                    device.name(), w.error().message);
+  }
   return fail(why);
+}
+
+Superblock Array::replacement_record(unsigned role) const {
+  Superblock mine = master_;
+  mine.role = static_cast<uint16_t>(role);
+  mine.member_uuid = replace_uuids_[role];
+  mine.replaces = member_uuids_[role];
+  mine.set_replacement(true);
+  mine.rebuild_checkpoint = replace_checkpoints_[role];
+  return mine;
+}
+
+Result<void> Array::record_replace_checkpoint(unsigned role, ReplacingMember& copy) {
+  const uint64_t reached = copy.copied();
+  if (auto f = member_flush(copy.replacement()); !f) {
+    copy.fail_replacement(f.error());
+    return f;
+  }
+  std::lock_guard lock(mutex_);
+  replace_checkpoints_[role] = reached;
+  if (auto w = write_superblock(copy.replacement(), replacement_record(role)); !w) {
+    copy.fail_replacement(w.error());
+    return fail(w.error().code, "{}: {}", copy.replacement().name(), w.error().message);
+  }
+  return {};
 }
 
 }  // namespace stripefs

@@ -28,7 +28,7 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
     Member* member;
     Superblock sb;
   };
-  std::vector<Found> found, spares;
+  std::vector<Found> found, spares, replacements;
   std::vector<std::string> notes;
   for (Member* m : members) {
     auto sb = read_superblock(*m);
@@ -46,10 +46,14 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
       spares.push_back({m, *sb});
       continue;
     }
+    if (sb->replacement()) {
+      replacements.push_back({m, *sb});
+      continue;
+    }
     found.push_back({m, *sb});
   }
-  if (found.empty() && !spares.empty()) {
-    return fail(EIO, "only spares given: no member holds a role");
+  if (found.empty() && !(spares.empty() && replacements.empty())) {
+    return fail(EIO, "only spares or replacements given: no member holds a role");
   }
   if (found.empty()) return fail(EIO, "no member has a readable superblock");
   // The freshest superblock speaks for the array.
@@ -123,6 +127,46 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
                   freshest.member->name(), f.member->name(), master.events, f.sb.events);
     }
   }
+  // A hot replace's new device resumes its copy beside the device it copies, if that holds
+  // the role and the copy missed no write: it was written with every superblock update,
+  // first, so it is never behind a current member. Otherwise its copy is stale: kept out,
+  // or, when its role has no device, kept as a spare (a rebuild may use it).
+  auto pair_replacements = [&]() -> Result<void> {
+    for (const Found& r : replacements) {
+      if (auto x = foreign(r, "replacement"); !x) return fail(x.error());
+      const unsigned role = r.sb.role;
+      if (role >= master.member_count) {
+        return fail(EINVAL, "replacement {}: role {} but the array has {} members",
+                    r.member->name(), role, master.member_count);
+      }
+      const Found* holder = nullptr;
+      for (const Found& f : found) {
+        if (f.member == out.by_role[role]) holder = &f;
+      }
+      const bool taken = std::any_of(out.replacing.begin(), out.replacing.end(),
+                                     [&](const Assembly::Replacing& p) { return p.role == role; });
+      if (holder == nullptr) {
+        out.spares.push_back(r.member);
+        notes.push_back(fmt::format(
+            "replacement {} was copying role {}, which has no device now; kept as a spare",
+            r.member->name(), role));
+      } else if (holder->sb.member_uuid != r.sb.replaces || r.sb.events < master.events || taken) {
+        notes.push_back(fmt::format(
+            "replacement {} of role {} is stale (events {} of {}{}); kept out: run the replace "
+            "again",
+            r.member->name(), role, r.sb.events, master.events,
+            holder->sb.member_uuid != r.sb.replaces ? ", copying another device"
+            : taken                                 ? ", the role has another replacement"
+                                                    : ""));
+      } else {
+        out.replacing.push_back({role, r.member, r.sb.member_uuid, r.sb.rebuild_checkpoint});
+        notes.push_back(fmt::format("replacement {} of role {} ({}): resuming the copy at byte {}",
+                                    r.member->name(), role, holder->member->name(),
+                                    r.sb.rebuild_checkpoint));
+      }
+    }
+    return {};
+  };
   std::vector<const Found*> stale;   // behind the freshest
   std::vector<const Found*> failed;  // recorded as failed by the freshest
   for (const Found& f : found) {
@@ -210,6 +254,7 @@ Result<Assembly> assemble(std::span<Member* const> members, bool force) {
         r.member->name(), r.role, freshest.member->name(), f.sb.events, master.events));
     return true;
   });
+  if (auto r = pair_replacements(); !r) return fail(r.error());
   std::vector<unsigned> missing;
   for (unsigned role = 0; role < master.member_count; ++role) {
     if (out.by_role[role] == nullptr) missing.push_back(role);

@@ -36,6 +36,16 @@ struct Assembly {
     uint64_t checkpoint;
   };
   std::vector<Recovering> recovering;
+  // Hot replaces an earlier run left under way (Superblock::replacement): the new device,
+  // beside the role's device it copies, resumes its copy from its checkpoint (device bytes
+  // copied and durable).
+  struct Replacing {
+    unsigned role;
+    Member* member;
+    Uuid uuid;  // its member_uuid
+    uint64_t checkpoint;
+  };
+  std::vector<Replacing> replacing;
 };
 
 // Reads every member's superblock and decides which members form the array; the freshest
@@ -56,6 +66,10 @@ struct Assembly {
 // is kept out with a note, not offered for re-add, as mdadm ignores such a member.
 // With `force`, stale and failed members are brought back, freshest first, while more
 // members are missing than the level tolerates (md's --force).
+// A replacement (Superblock::replacement) never speaks for the array or holds a role: it is
+// paired with the role's device it copies (`replacing`) when that device holds the role and
+// the replacement is as current as the freshest member; else it is kept out with a note, or
+// kept as a spare when its role has no device.
 // Too many members missing is not refused here: Array::open cannot start the Volume then.
 Result<Assembly> assemble(std::span<Member* const> members, bool force = false);
 

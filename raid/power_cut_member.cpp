@@ -4,6 +4,7 @@
 #include <cstring>
 #include <future>
 #include <unordered_set>
+#include <utility>
 
 namespace stripefs {
 
@@ -90,6 +91,17 @@ void PowerCutMember::submit(MemberRequest request) {
     }
   }
   request.done(result);
+}
+
+void PowerCutMember::release_held() {
+  std::vector<MemberRequest> held;
+  {
+    std::lock_guard lock(mutex_);
+    if (!dead_) return;  // a live device answers what it holds itself
+    frozen_ = false;
+    held = std::exchange(unanswered_, {});
+  }
+  for (MemberRequest& r : held) r.done(-EIO);
 }
 
 void PowerCutMember::freeze() {

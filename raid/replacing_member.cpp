@@ -18,13 +18,14 @@ constexpr uint64_t kPieceBytes = 4u << 20;
 
 }  // namespace
 
-ReplacingMember::ReplacingMember(Member& old, Member& replacement, uint64_t begin, uint64_t end)
+ReplacingMember::ReplacingMember(Member& old, Member& replacement, uint64_t begin, uint64_t end,
+                                 std::optional<uint64_t> copied)
     : Member(old.name(), old.size(), old.limits()),
       old_(old),
       replacement_(replacement),
       begin_(begin),
       end_(end),
-      copied_(begin) {}
+      copied_(std::clamp(copied.value_or(begin), begin, end)) {}
 
 uint64_t ReplacingMember::copied() const {
   std::lock_guard lock(mutex_);

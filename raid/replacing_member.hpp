@@ -43,8 +43,10 @@ class ReplacingMember final : public Member {
  public:
   // `old` and `replacement` must outlive this wrapper, and so must it every request
   // submitted through it. Bytes [begin, end) of `old` are to be copied (the superblock below
-  // `begin` is each device's own).
-  ReplacingMember(Member& old, Member& replacement, uint64_t begin, uint64_t end);
+  // `begin` is each device's own); `copied`, if given, is where a copy cut short got to (a
+  // resume: bytes below it are taken as copied, and mirrored from the start).
+  ReplacingMember(Member& old, Member& replacement, uint64_t begin, uint64_t end,
+                  std::optional<uint64_t> copied = std::nullopt);
 
   void submit(MemberRequest request) override;
   uint64_t count_corrected() override;
