@@ -414,7 +414,6 @@ Result<json> ArrayControl::replace_device(const json& request) {
     Member* device = *it;
     if (auto r = array_.replace(*role, device); !r) return stripefs::fail(r.error());
     spares_.erase(it);
-    replaced_.emplace_back(old, device);
     fs_log().warn("control: replacing role {} ({}) by spare {}", *role, old->name(), *path);
     return json{{"role", *role}, {"device", *path}, {"old", old->name()}};
   }
@@ -439,7 +438,6 @@ Result<json> ArrayControl::replace_device(const json& request) {
   if (auto r = array_.replace(*role, device); !r) return stripefs::fail(r.error());
   if (opened) devices_.adopt(std::move(*opened));
   std::erase(removed_, device);
-  replaced_.emplace_back(old, device);
   fs_log().warn("control: replacing role {} ({}) by {}", *role, old->name(), *path);
   return json{{"role", *role}, {"device", *path}, {"old", old->name()}};
 }
@@ -527,7 +525,8 @@ json ArrayControl::extra_members_json() const {
     if (std::find(spares_.begin(), spares_.end(), m) != spares_.end()) continue;
     const bool removed = std::find(removed_.begin(), removed_.end(), m) != removed_.end();
     // Left its role to a hot replace's new device (not failed: it served until the end).
-    const bool replaced = std::any_of(replaced_.begin(), replaced_.end(), [&](const auto& r) {
+    const auto replaces = array_.replaces();  // this run's, resumed ones too
+    const bool replaced = std::any_of(replaces.begin(), replaces.end(), [&](const auto& r) {
       return r.first == m && holds_role(r.second);
     });
     if (replacing(m)) continue;  // on its role's line, as its replacement

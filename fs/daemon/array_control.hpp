@@ -112,9 +112,6 @@ class ArrayControl {
   mutable std::mutex mutex_;      // guards spares_ and removed_; taken before the array's locks
   std::vector<Member*> spares_;   // the devices own them
   std::vector<Member*> removed_;  // devices the daemon keeps open but never uses again
-  // Hot replaces asked for: {old device, new device}. The old one is "replaced" in status
-  // once the new one holds the role.
-  std::vector<std::pair<Member*, Member*>> replaced_;
 
   std::mutex events_mutex_;  // guards events_ and stopping_ (a leaf)
   std::condition_variable events_cv_;
