@@ -2,7 +2,8 @@
 // serves while it is copied onto the new device under a writer; afterwards every file reads
 // back, parity checks clean on the new set of members, and the new device carries the role
 // when another member is lost. Also: a member failing in the middle of a replace loses
-// nothing, and failing the new device stops the replace with the old one serving on.
+// nothing, failing the new device stops the replace with the old one serving on, and a
+// replace cut short by kill -9 resumes at the next mount.
 #include "mounted/operations_fixture.hpp"
 
 namespace stripefs::test {
@@ -106,6 +107,55 @@ TEST_F(Operations, FailingTheNewDeviceStopsTheReplace) {
   s = status();
   EXPECT_EQ(s["members"][2]["path"], fresh.string()) << s.dump(2);
   ASSERT_NO_FATAL_FAILURE(expect_files());
+}
+
+// kill -9 in the middle of a hot replace: the next mount, given the new device beside the
+// members, resumes the copy from the checkpoint in its superblock (md resumes a replacement
+// from its recovery offset), and the new device then holds the role.
+TEST_F(Operations, AReplaceInterruptedByKill9ResumesAtTheNextMount) {
+  ASSERT_NO_FATAL_FAILURE(start(Level{"5", 4}, "speed_limit_min=4M,speed_limit_max=4M"));
+  ASSERT_NO_FATAL_FAILURE(start_writer());
+  const std::string old = fs_.members()[1].string();
+  const auto fresh = device("new1.img");
+  const Ctl replaced = ctl("replace", "1 '" + fresh.string() + "'");
+  ASSERT_EQ(replaced.status, 0) << replaced.out;
+  std::this_thread::sleep_for(std::chrono::seconds(7));  // a checkpoint every 5 seconds
+  stop_writer();
+  ASSERT_GT(status()["task"]["done"].get<uint64_t>(), 0u);
+  const Status killed = fs_.kill9();
+  ASSERT_TRUE(killed) << killed.error();
+  std::vector<std::filesystem::path> given = fs_.members();
+  given.push_back(fresh);
+  fs_.set_members(given);
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+  nlohmann::json s = status();
+  EXPECT_EQ(s["state"], "replacing") << s.dump(2);
+  ASSERT_EQ(s["task"]["kind"], "replace") << s.dump(2);
+  uint64_t resumed_at = 0;
+  for (const auto& note : s["notes"]) {
+    const std::string text = note.get<std::string>();
+    const size_t at = text.find("resuming the copy at byte ");
+    if (at != std::string::npos) resumed_at = std::stoull(text.substr(at + 26));
+  }
+  EXPECT_GT(resumed_at, 1u << 20) << "resumed from the checkpoint: " << s["notes"];
+  ASSERT_EQ(ctl("speed", "--min 1G --max 0").status, 0);
+  ASSERT_NO_FATAL_FAILURE(wait_task());
+  s = status();
+  EXPECT_EQ(s["state"], "clean") << s.dump(2);
+  EXPECT_EQ(s["members"][1]["path"], fresh.string()) << s.dump(2);
+  const auto gone = std::find_if(s["members"].begin(), s["members"].end(),
+                                 [&](const nlohmann::json& m) { return m["path"] == old; });
+  ASSERT_NE(gone, s["members"].end()) << s.dump(2);
+  EXPECT_EQ((*gone)["state"], "replaced");
+  ASSERT_NO_FATAL_FAILURE(expect_files());
+  std::vector<std::filesystem::path> members = fs_.members();
+  members.pop_back();
+  members[1] = fresh;
+  fs_.set_members(members);
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  ASSERT_NO_FATAL_FAILURE(expect_consistent(members));
 }
 
 }  // namespace
