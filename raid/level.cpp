@@ -39,24 +39,30 @@ void Level::read_lost(StripeIo&, VolumePiece segment, IoDone done) const {
 }
 
 void Level::reconstruct(StripeIo& io, VolumePiece segment, unsigned without, IoDone done) const {
+  read_other_copy(io, segment, uint64_t{1} << without, std::move(done));
+}
+
+void Level::read_other_copy(StripeIo& io, VolumePiece segment, uint64_t tried, IoDone done) const {
   const uint64_t stripe_size = geometry_.stripe_data_size();
   const uint64_t chunk = geometry_.chunk_size();
   const uint64_t stripe = segment.offset / stripe_size;
   const auto index = static_cast<unsigned>(segment.offset % stripe_size / chunk);
   const std::optional<ChunkLocation> from = read_from(
-      stripe, index, [&](unsigned m) { return m != without && io.members.active(m); }, 0);
+      stripe, index, [&](unsigned m) { return (tried >> m & 1) == 0 && io.members.active(m); }, 0);
   if (!from) {
-    done(fail(EIO, "volume byte {}: no other copy", segment.offset));
+    done(fail(EIO, "volume byte {}: no other copy reads", segment.offset));
     return;
   }
   VolumeCounters::add(io.stats.member_read_ios, 1);
+  const unsigned member = from->member;
   submit_ios(io.members.all(), MemberOp::read,
-             {{from->member, io.data_offset + from->member_offset + segment.offset % chunk,
+             {{member, io.data_offset + from->member_offset + segment.offset % chunk,
                segment.data.data(), segment.data.size(), 0}},
-             false, [this, &io, segment, without, done = std::move(done)](auto failures) mutable {
+             false,
+             [this, &io, segment, tried, member, done = std::move(done)](auto failures) mutable {
                if (failures.empty()) return done({});
-               io.members.note_failures(failures);  // and the next copy, if any
-               reconstruct(io, segment, without, std::move(done));
+               // A bad spot on this copy too: the next one (it stays in service).
+               read_other_copy(io, segment, tried | uint64_t{1} << member, std::move(done));
              });
 }
 

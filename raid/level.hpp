@@ -59,8 +59,11 @@ class Level {
   virtual void read_lost(StripeIo& io, VolumePiece segment, IoDone done) const;
   // Reads `segment` (within one chunk) into its buffer without member `without`, whose copy
   // failed a read: from another copy, or rebuilt from parity. The caller holds the stripe's
-  // lock. Members that fail their reads meanwhile are failed, and others tried; EIO when
-  // none is left (a level without redundancy: at once).
+  // lock. EIO when none is left (a level without redundancy: at once). Parity levels fail
+  // members that fail their reads meanwhile and try again with the rest; mirrors try the
+  // next copy and leave one that failed in service (md's fix_read_error: a bad spot, whose
+  // own read will heal it, is not a dead device; the caller fails `without` if no copy is
+  // good).
   virtual void reconstruct(StripeIo& io, VolumePiece segment, unsigned without, IoDone done) const;
 
   // ---- checking and rebuilding a stripe ----
@@ -98,6 +101,10 @@ class Level {
   // plan_direct, counted as a full or partial stripe write: levels without parity.
   void plan_as_is(StripeIo& io, const StripeWrite& s, std::vector<PlannedIo>& ios) const;
   const Geometry geometry_;
+
+ private:
+  // reconstruct() from the copies, none of the members in `tried` (a bit per member).
+  void read_other_copy(StripeIo& io, VolumePiece segment, uint64_t tried, IoDone done) const;
 };
 
 // The three families, for Level::create.

@@ -2,7 +2,8 @@
 // a write remaps, as on a disk) keeps its role; the reader gets the right bytes, the sector
 // is rewritten from redundancy and reads again, the device counts a corrected error and the
 // array raises a device-errors event. Past max_read_errors, or when the rewrite does not
-// hold, the member is failed, and nothing is lost either way.
+// hold, the member is failed, and nothing is lost either way. A bad spot on the copy a heal
+// reads from is skipped for the next copy, as md does.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -163,6 +164,38 @@ TEST_P(ReadHeal, NoHealingWhenTurnedOff) {
   ASSERT_NO_FATAL_FAILURE(h.read_block(offset));
   EXPECT_FALSE(h.volume().active(member));
   EXPECT_EQ(h.media.faulty[member]->counters().corrected, 0u);
+}
+
+// md's fix_read_error tries the next copy: a bad spot on the copy the heal reads first does
+// not fail that member; the third copy heals both, and every member stays.
+TEST(ReadHealCopies, ABadSpotOnTwoCopiesIsHealedFromTheThird) {
+  Healing h({RaidLevel::raid1, 3});
+  const Geometry& g = h.volume().geometry();
+  const uint64_t stripe = 4;
+  for (unsigned copy : {0u, 1u}) {
+    const ChunkLocation at = g.locate(stripe, 0, copy);
+    const uint64_t byte = h.volume().data_offset() + at.member_offset;
+    h.media.faulty[at.member]->bad_sectors({byte, byte + 4096});
+  }
+  ASSERT_NO_FATAL_FAILURE(h.read_block(stripe * g.stripe_data_size()));
+  uint64_t corrected = 0;
+  for (unsigned m = 0; m < 3; ++m) {
+    EXPECT_TRUE(h.volume().active(m)) << "member " << m;
+    corrected += h.media.faulty[m]->counters().corrected;
+  }
+  EXPECT_EQ(h.heard(ArrayEvent::Kind::member_failed), 0u);
+  EXPECT_GE(corrected, 1u);
+  // Both bad spots read right again, straight from their devices, once each was read.
+  for (unsigned copy : {0u, 1u}) {
+    ASSERT_NO_FATAL_FAILURE(h.read_block(stripe * g.stripe_data_size()));
+    const ChunkLocation at = g.locate(stripe, 0, copy);
+    AlignedBuffer direct(4096);
+    ASSERT_TRUE(member_read(*h.media.faulty[at.member], h.volume().data_offset() + at.member_offset,
+                            direct.span()));
+    EXPECT_EQ(std::memcmp(direct.data(), h.data.data() + stripe * g.stripe_data_size(), 4096), 0)
+        << "copy " << copy;
+  }
+  ASSERT_NO_FATAL_FAILURE(h.expect_data());
 }
 
 // Without redundancy left there is nothing to heal from: the error stands (RAID5 degraded).
