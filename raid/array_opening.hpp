@@ -49,8 +49,8 @@ void readd_returning(ArrayOpening& opening);
 // stands in the Volume again beside the role's device, its copy complete below its
 // checkpoint and mirrored from the start. (array_replace_resume.cpp)
 void resume_replaces(ArrayOpening& opening);
-// Once the stripe log is replayed and the bitmap loaded, and before any other I/O: what the
-// new devices may have missed below their checkpoints is copied again (the metadata areas,
+// Once the stripe log is replayed and the bitmap loaded, before the resync and the filesystem:
+// what the new devices may have missed below their checkpoints is copied again (the metadata areas,
 // and after a crash the ranges the bitmap recorded, or all of it without a bitmap), then
 // flushed. A replace that cannot be brought up to date is given up (the old device serves
 // alone, the new one is wiped) with a note. (array_replace_resume.cpp)

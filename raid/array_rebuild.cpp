@@ -37,6 +37,11 @@ Result<void> Array::readd(unsigned role, Member* device) {
   if (sb->array_uuid != ours.array_uuid) {
     return fail(EINVAL, "{} is not a member of this array", device->name());
   }
+  if (sb->replacement()) {
+    // Its copy is complete only below its checkpoint: it never held the role's data.
+    return fail(EINVAL, "{} is an unfinished replacement of role {}, not a member: add it",
+                device->name(), sb->role);
+  }
   if (sb->role != role) {
     return fail(EINVAL, "{} was role {}, not role {}", device->name(), sb->role, role);
   }

@@ -168,6 +168,16 @@ Result<void> Array::finish_replace(unsigned role, ReplacingMember& copy) {
     by_role_[role] = &device;
     member_uuids_[role] = generate_uuid();
     ++master_.events;
+    // Its own first: a crash before the others' leaves it ahead of the old device (which
+    // assembly then takes for the replaced one), never a replacement behind them, which
+    // assembly would take for a stale copy.
+    Superblock mine = master_;
+    mine.role = static_cast<uint16_t>(role);
+    mine.member_uuid = member_uuids_[role];
+    if (auto w = write_superblock(device, mine); !w) {
+      volume_->fail_member(role, w.error());
+      return w;
+    }
     if (auto w = write_superblocks(); !w) return w;
     copy.hand_over();
     volume_->swap_member(role, &device);
@@ -261,6 +271,8 @@ Result<void> Array::record_replace_checkpoint(unsigned role, ReplacingMember& co
     copy.fail_replacement(f.error());
     return f;
   }
+  // A mirrored write it failed is missing from it: no checkpoint may vouch for it.
+  if (auto failed = copy.replacement_failed()) return fail(*failed);
   std::lock_guard lock(mutex_);
   replace_checkpoints_[role] = reached;
   if (auto w = write_superblock(copy.replacement(), replacement_record(role)); !w) {

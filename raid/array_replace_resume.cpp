@@ -1,7 +1,7 @@
 // A hot replace cut short by a close or a crash, resumed at the next open (md resumes its
 // replacement from its recovery_offset): the new device stands in the Volume again beside
 // the role's device, complete below its checkpoint; what it may have missed there is copied
-// again before any other I/O, and the copy goes on from the checkpoint on the rebuild
+// again first, and the copy goes on from the checkpoint on the rebuild
 // thread.
 #include <algorithm>
 #include <cstring>
@@ -13,27 +13,6 @@
 namespace stripefs {
 
 namespace {
-
-constexpr uint64_t kPieceBytes = 4u << 20;
-
-// Copies each of `ranges` (device bytes [begin, end); empty ones skipped) from `from` to
-// `to`, a piece at a time. Nothing else writes either device meanwhile.
-Result<void> copy_ranges(Member& from, Member& to,
-                         const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
-  AlignedBuffer buffer(kPieceBytes);
-  for (auto [begin, end] : ranges) {
-    for (uint64_t at = begin; at < end; at += kPieceBytes) {
-      const auto piece = buffer.span().subspan(0, std::min(kPieceBytes, end - at));
-      if (auto r = member_read(from, at, piece); !r) {
-        return fail(r.error().code, "{}: {}", from.name(), r.error().message);
-      }
-      if (auto w = member_write(to, at, piece); !w) {
-        return fail(w.error().code, "{}: {}", to.name(), w.error().message);
-      }
-    }
-  }
-  return member_flush(to);
-}
 
 // What a new device may have missed below its checkpoint `copied`: the metadata areas
 // (bitmap and journal copies, rewritten whole; they are small), and, after a crash, the
@@ -82,7 +61,13 @@ void recopy_replaced(ArrayOpening& a) {
     const auto ranges = missed_ranges(a, copy.begin(), copy.copied());
     uint64_t bytes = 0;
     for (auto [b, e] : ranges) bytes += e > b ? e - b : 0;
-    const Result<void> done = copy_ranges(copy.old_device(), copy.replacement(), ranges);
+    // Through the copy, piece by piece: the stripe log's checkpointer and the bitmap's
+    // cleaner may write these areas already, and their writes wait for each piece.
+    Result<void> done;
+    for (auto [b, e] : ranges) {
+      if (done) done = copy.recopy(b, e);
+    }
+    if (done) done = member_flush(copy.replacement());
     if (done) {
       raid_log().warn(
           "array {}: resuming the replace of role {} ({}) by {} at byte {} ({} bytes "

@@ -109,10 +109,9 @@ void ReplacingMember::submit(MemberRequest request) {
         return;
       }
       mirror = begin < copied_;
-      if (end > copied_) {  // a later piece's copy waits for it
-        id = next_id_++;
-        writing_.push_back({id, begin, end});
-      }
+      // Tracked, so that a piece copied (or copied again) over it waits for it.
+      id = next_id_++;
+      writing_.push_back({id, begin, end});
     }
     ++in_flight_;
   }
@@ -208,15 +207,8 @@ Result<void> ReplacingMember::copy(uint64_t length,
   const auto piece_at = [&](uint64_t begin, unsigned index) {
     return buffer_.span().subspan(index % 2 * kPieceBytes, std::min(kPieceBytes, stop - begin));
   };
-  // The writes that waited go on (those over a piece still being copied wait again).
   const auto release = [this](std::optional<std::pair<uint64_t, uint64_t>> still) {
-    std::vector<MemberRequest> waiting;
-    {
-      std::lock_guard lock(mutex_);
-      copying_ = still;
-      waiting = std::exchange(waiting_, {});
-    }
-    for (MemberRequest& r : waiting) submit(std::move(r));
+    release_piece(still);
   };
   const auto old_read_failed = [this] {
     std::lock_guard lock(mutex_);
@@ -266,6 +258,41 @@ Result<void> ReplacingMember::copy(uint64_t length,
   }
   release(std::nullopt);
   return status;  // an error names the device
+}
+
+// The writes that waited go on (those over a piece still being copied wait again).
+void ReplacingMember::release_piece(std::optional<std::pair<uint64_t, uint64_t>> still) {
+  std::vector<MemberRequest> waiting;
+  {
+    std::lock_guard lock(mutex_);
+    copying_ = still;
+    waiting = std::exchange(waiting_, {});
+  }
+  for (MemberRequest& r : waiting) submit(std::move(r));
+}
+
+Result<void> ReplacingMember::recopy(uint64_t begin, uint64_t end) {
+  if (buffer_.size() == 0) buffer_ = AlignedBuffer(2 * kPieceBytes);
+  end = std::min(end, copied());
+  for (uint64_t at = std::max(begin, begin_); at < end; at += kPieceBytes) {
+    const auto piece = buffer_.span().subspan(0, std::min(kPieceBytes, end - at));
+    {
+      std::unique_lock lock(mutex_);
+      if (replacement_error_) return fail(*replacement_error_);
+      copying_ = {at, at + piece.size()};
+      drained_.wait(lock, [&] { return !overlaps_writing(at, at + piece.size()); });
+    }
+    Result<void> done = member_read(old_, at, piece);
+    if (!done) {
+      std::lock_guard lock(mutex_);
+      old_failed_ = true;
+    } else if (done = member_write(replacement_, at, piece); !done) {
+      note_replacement_failure(done.error());
+    }
+    release_piece(std::nullopt);
+    if (!done) return done;
+  }
+  return {};
 }
 
 }  // namespace stripefs

@@ -68,6 +68,12 @@ class ReplacingMember final : public Member {
   Result<void> copy(uint64_t length,
                     const std::function<bool(uint64_t copied)>& piece_done = nullptr);
 
+  // Copies [begin, end) below copied() onto the replacement again, from the old device (what
+  // a crash may have left different on the two): writes over each piece wait meanwhile, and
+  // the piece waits for the writes in flight over it, as copy()'s do. Not while copy() runs.
+  // Blocking; an error says which device failed, as copy()'s does.
+  Result<void> recopy(uint64_t begin, uint64_t end);
+
   Member& old_device() const { return old_; }
   Member& replacement() const { return replacement_; }
   uint64_t begin() const { return begin_; }
@@ -92,6 +98,8 @@ class ReplacingMember final : public Member {
   void forward(MemberRequest request, bool mirror, uint64_t id);
   void finished(uint64_t id);
   void note_replacement_failure(const Error& why);
+  // The piece is copied: copying_ becomes `still`, and the writes that waited go on.
+  void release_piece(std::optional<std::pair<uint64_t, uint64_t>> still);
   bool overlaps_writing(uint64_t begin, uint64_t end) const;  // under mutex_
 
   Member& old_;
@@ -102,7 +110,7 @@ class ReplacingMember final : public Member {
   std::condition_variable drained_;
   uint64_t copied_;                                       // bytes below it are mirrored
   std::optional<std::pair<uint64_t, uint64_t>> copying_;  // the piece being copied
-  std::vector<Writing> writing_;                          // writes in flight over uncopied bytes
+  std::vector<Writing> writing_;                          // writes in flight (from begin_ on)
   std::vector<MemberRequest> waiting_;  // writes over the piece, until it is copied
   uint64_t next_id_ = 1;
   Member* alone_ = nullptr;  // after a handover (either way): the one device requests go to

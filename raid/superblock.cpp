@@ -153,7 +153,7 @@ Block block_of(AlignedBuffer& buffer) {
 void encode_superblock(const Superblock& sb, std::span<std::byte, kSuperblockSize> out) {
   std::ranges::fill(out, std::byte{0});
   put_le(out, sl::kMagic, kSuperblockMagic);
-  put_le(out, sl::kVersionMajor, kSuperblockMajor);
+  put_le(out, sl::kVersionMajor, sb.replacement() ? kReplacementMajor : kSuperblockMajor);
   put_le(out, sl::kVersionMinor, kSuperblockMinor);
   put_uuid(out, sl::kArrayUuid, sb.array_uuid);
   put_uuid(out, sl::kMemberUuid, sb.member_uuid);
@@ -208,9 +208,17 @@ Result<Superblock> decode_superblock(std::span<const std::byte, kSuperblockSize>
   }
   const auto major = get_le<uint16_t>(in, sl::kVersionMajor);
   const auto minor = get_le<uint16_t>(in, sl::kVersionMinor);
-  if (major != kSuperblockMajor) {
-    return fail(EINVAL, "member {}: superblock version {}.{} is not supported (major {} only)",
-                where, major, minor, kSuperblockMajor);
+  if (major != kSuperblockMajor && major != kReplacementMajor) {
+    return fail(EINVAL,
+                "member {}: superblock version {}.{} is not supported (major {}, or {} for a "
+                "replacement)",
+                where, major, minor, kSuperblockMajor, kReplacementMajor);
+  }
+  const bool replacement = (get_le<uint32_t>(in, sl::kFlags) & Superblock::kFlagReplacement) != 0;
+  if (replacement != (major == kReplacementMajor)) {
+    return fail(EINVAL,
+                "member {}: superblock version {}.{} is not supported {} the replacement flag",
+                where, major, minor, replacement ? "with" : "without");
   }
 
   Superblock sb;

@@ -6,7 +6,9 @@
 //   offset  width  field
 //   ------  -----  ------------------------------------------------------------------------
 //        0      4  magic                0x53545046 (bytes 46 50 54 53 on disk)
-//        4      2  version_major        1; a reader refuses a major it does not know
+//        4      2  version_major        1; 2 on a replacement (flag bit 2), so readers of
+//                                       major 1 alone never take one for a member; a
+//                                       reader refuses a major it does not know
 //        6      2  version_minor        2; a reader accepts any minor (compatible additions;
 //                                       minor 1 added the scrub's fields at 264..335, minor 2
 //                                       the replacement flag and `replaces` at 336..351)
@@ -86,6 +88,7 @@ constexpr uint64_t kSuperblockOffset = 4096;
 constexpr size_t kSuperblockSize = 4096;
 constexpr uint32_t kSuperblockMagic = 0x53545046;
 constexpr uint16_t kSuperblockMajor = 1;
+constexpr uint16_t kReplacementMajor = 2;  // a replacement's superblock (Superblock::replacement)
 constexpr uint16_t kSuperblockMinor = 2;
 constexpr size_t kLabelSize = 32;
 constexpr uint64_t kNotRebuilding = std::numeric_limits<uint64_t>::max();

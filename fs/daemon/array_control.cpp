@@ -261,7 +261,11 @@ Result<void> ArrayControl::vet(Member& device, const std::string& path, bool for
   auto signature = signature_of(path);
   if (!signature) return stripefs::fail(signature.error());
   const Superblock ours = array_.superblock();
-  if (auto sb = read_superblock(device); sb && !force) {
+  auto sb = read_superblock(device);
+  // A replacement of this array that went stale or was given up: its copy is worth nothing
+  // now, and running the replace again (or adding it) is what its note asks for.
+  const bool stale_replacement = sb && sb->array_uuid == ours.array_uuid && sb->replacement();
+  if (sb && !force && !stale_replacement) {
     if (sb->array_uuid == ours.array_uuid) {
       return stripefs::fail(EEXIST,
                             "{} holds a superblock of this array (role {}); add --force to "

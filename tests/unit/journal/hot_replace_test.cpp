@@ -72,6 +72,17 @@ struct Replacing {
   // below.
   ~Replacing() { array.reset(); }
   Volume& volume() { return array->volume(); }
+  // Waits (20 s at most) until the running replace has copied `bytes`; false if it ended or
+  // did not get there, so a test fails instead of hanging.
+  bool copied_past(uint64_t bytes) {
+    for (int i = 0; i < 10000; ++i) {
+      const RebuildProgress p = array->rebuild_progress();
+      if (p.done >= bytes && p.done > 0) return true;
+      if (!p.running) return false;
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+    return false;
+  }
   bool heard(ArrayEvent::Kind kind) {
     std::lock_guard lock(events_mutex);
     return std::any_of(events.begin(), events.end(),
@@ -245,8 +256,7 @@ TEST_P(HotReplace, AReplaceCutShortByACloseResumesAtTheNextOpen) {
   Member* old = r.array->member_device(0);
   r.array->set_rebuild_speed(4 << 20, 4 << 20);
   ASSERT_TRUE(r.array->replace(0, &r.fresh));
-  while (r.array->rebuild_progress().done < (2u << 20))
-    std::this_thread::sleep_for(milliseconds(2));
+  ASSERT_TRUE(r.copied_past(2u << 20));
   {  // writes land behind the copy point (mirrored) and ahead of it
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> writes{0};
@@ -294,7 +304,7 @@ TEST_P(HotReplace, AReplacementThatMissedARunIsKeptOut) {
   Replacing r(GetParam());
   r.array->set_rebuild_speed(4 << 20, 4 << 20);
   ASSERT_TRUE(r.array->replace(0, &r.fresh));
-  while (r.array->rebuild_progress().done == 0) std::this_thread::sleep_for(milliseconds(2));
+  ASSERT_TRUE(r.copied_past(1));
   ASSERT_TRUE(r.array->close());
   r.array.reset();
   r.open(r.media.members());  // without it
@@ -327,12 +337,40 @@ TEST_P(HotReplace, AReplacementThatMissedARunIsKeptOut) {
   r.expect_data();
 }
 
+// The old device gone when the array opens again: the replacement (complete only below its
+// checkpoint) is kept as a spare, never re-added as the role's own device; a rebuild onto it
+// makes it whole.
+TEST(HotReplaceResume, AReplacementWithoutItsOldDeviceIsASpareNotAMember) {
+  Replacing r({RaidLevel::raid5, 4});
+  r.array->set_rebuild_speed(4 << 20, 4 << 20);
+  ASSERT_TRUE(r.array->replace(0, &r.fresh));
+  ASSERT_TRUE(r.copied_past(2u << 20));
+  ASSERT_TRUE(r.array->close());
+  r.array.reset();
+  std::vector<Member*> members = r.media.members();
+  members[0] = &r.fresh;
+  r.open(members);
+  EXPECT_EQ(r.array->member_device(0), nullptr);
+  ASSERT_EQ(r.array->spares().size(), 1u);
+  EXPECT_EQ(r.array->spares()[0], &r.fresh);
+  auto readded = r.array->readd(0, &r.fresh);
+  ASSERT_FALSE(readded);
+  EXPECT_NE(readded.error().message.find("unfinished replacement"), std::string::npos)
+      << readded.error().message;
+  r.array->set_rebuild_speed(64 << 20, 0);
+  ASSERT_TRUE(r.array->rebuild(0, &r.fresh));
+  const RebuildProgress done = r.array->wait_rebuild();
+  ASSERT_FALSE(done.error) << done.error->message;
+  r.expect_data();
+  r.expect_consistent();
+}
+
 // Stopped on request: the new device is wiped, so no later open takes it for a replacement.
 TEST(HotReplaceStop, AStoppedReplaceLeavesABlankNewDevice) {
   Replacing r({RaidLevel::raid5, 4});
   r.array->set_rebuild_speed(2 << 20, 2 << 20);
   ASSERT_TRUE(r.array->replace(0, &r.fresh));
-  while (r.array->rebuild_progress().done == 0) std::this_thread::sleep_for(milliseconds(2));
+  ASSERT_TRUE(r.copied_past(1));
   ASSERT_TRUE(r.array->cancel_replace(0));
   const RebuildProgress progress = r.array->wait_rebuild();
   ASSERT_TRUE(progress.error);
@@ -353,7 +391,7 @@ TEST(HotReplaceRaces, AFailingOldDeviceAndASpareRebuild) {
   Replacing r({RaidLevel::raid5, 4});
   r.array->set_rebuild_speed(2 << 20, 2 << 20);
   ASSERT_TRUE(r.array->replace(0, &r.fresh));
-  while (r.array->rebuild_progress().done == 0) std::this_thread::sleep_for(milliseconds(1));
+  ASSERT_TRUE(r.copied_past(1));
   ASSERT_TRUE(r.array->fail_member(0));
   auto spare = r.array->rebuild(0, &spare_medium);  // refused while the replace ends, or not
   r.array->set_rebuild_speed(64 << 20, 0);

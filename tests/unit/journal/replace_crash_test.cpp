@@ -102,7 +102,7 @@ TEST_P(ReplaceCrash, APowerCutMidCopyResumesAndTheCopyIsTrue) {
     std::atomic<uint64_t> writes{0};
     std::thread writer([&] { write_until_cut(array->volume(), stop, 29, writes); });
     // Past a checkpoint or two, with writes behind the copy point and ahead of it.
-    while (array->rebuild_progress().done < kMemberSize / 3) {
+    for (int i = 0; i < 4000 && array->rebuild_progress().done < kMemberSize / 3; ++i) {
       std::this_thread::sleep_for(milliseconds(5));
     }
     // The power goes, on every device at once, with writes in the caches (a flush may have
@@ -112,7 +112,7 @@ TEST_P(ReplaceCrash, APowerCutMidCopyResumesAndTheCopyIsTrue) {
       for (auto& p : powered) n += p->volatile_writes();
       return n;
     };
-    while (in_caches() < 8) std::this_thread::yield();
+    for (int i = 0; i < 1000000 && in_caches() < 8; ++i) std::this_thread::yield();
     for (auto& p : powered) p->freeze();
     const RebuildProgress at_cut = array->rebuild_progress();
     EXPECT_LT(at_cut.done, at_cut.total) << "the copy ended before the cut";

@@ -264,9 +264,14 @@ TEST(Superblock, CleanFlag) {
 TEST(Superblock, AReplacementMustNameItsRoleAndMember) {
   Superblock sb = populated();
   sb.set_replacement(true);
-  auto out = decode_superblock(encoded(sb), kWhere);
+  Block block = encoded(sb);
+  EXPECT_EQ(get<uint16_t>(block, sl::kVersionMajor), 2) << "readers of major 1 must refuse it";
+  auto out = decode_superblock(block, kWhere);
   ASSERT_TRUE(out) << out.error().message;
   EXPECT_TRUE(out->replacement());
+  put<uint16_t>(block, sl::kVersionMajor, 1);  // a replacement flag under major 1
+  reseal(block);
+  EXPECT_NE(decode_error(block).message.find("with the replacement flag"), std::string::npos);
   EXPECT_EQ(out->replaces, sb.replaces);
   sb.replaces = Uuid{};
   EXPECT_NE(decode_error(encoded(sb)).message.find("replacement"), std::string::npos);
