@@ -251,7 +251,8 @@ class Array {
   std::vector<std::pair<Member*, Member*>> replaces() const;
   // Stops the hot replace of `role` (md's --fail on the replacement): the old device serves
   // on, the new one gets nothing more, and the replace ends as failed ("stopped on
-  // request"). Refused for a role not being replaced.
+  // request"). Refused for a role not being replaced, and (EBUSY) once the copy is complete
+  // and the handover has begun.
   Result<void> cancel_replace(unsigned role);
   RebuildProgress rebuild_progress() const;
   // Starts a scrub of every stripe in the background, paced by the rebuild's speed limits;

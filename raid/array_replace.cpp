@@ -85,6 +85,12 @@ Result<void> Array::cancel_replace(unsigned role) {
     if (role >= replacing_.size() || !replacing_[role]) {
       return fail(EINVAL, "role {} is not being replaced", role);
     }
+    if (by_role_[role] == &replacing_[role]->replacement()) {
+      // The copy is complete and the role is being handed over: too late to stop it, and a
+      // failure now would fail the role. Once the handover ends, it fails as a member.
+      return fail(EBUSY, "role {} is being handed over to {}; try again to fail it as a member",
+                  role, replacing_[role]->replacement().name());
+    }
     replacing_[role]->fail_replacement(Error{ECANCELED, "the replace was stopped on request"});
   }
   return {};  // the copy sees it at its next step
