@@ -184,7 +184,10 @@ class Volume {
   // lock so it may run beside writes: that is resync. Degraded, a missing chunk stands as
   // the others rebuild it, and what redundancy is left is checked against it (RAID6 with
   // one member out: the other parity; mirrors: the copies left); with none left there is
-  // nothing to check. Blocking.
+  // nothing to check. A chunk that cannot be read is healed as a read is (md's resync does
+  // too): rebuilt from the rest, written back and read back, counted a corrected error; the
+  // member is failed when that fails, or when healing is off, and the stripe checked without
+  // it. An error only when the stripe cannot be rebuilt. Blocking.
   Result<uint64_t> check_stripes(uint64_t first, uint64_t count, bool repair);
   Result<uint64_t> count_inconsistent_stripes(uint64_t first, uint64_t count) {
     return check_stripes(first, count, false);
@@ -267,6 +270,12 @@ class Volume {
   struct Healing;
   void heal(std::shared_ptr<Healing> healing);
   void healed(std::shared_ptr<Healing> healing, Result<void> rewritten);
+  // A read error on `member` at `member_offset` was corrected (`why`): logged, told to the
+  // corrected-error listener, and the member failed past max_read_errors.
+  void note_corrected(unsigned member, uint64_t member_offset, const std::string& why);
+  // Whether a read error on `member` may be healed: healing on, the member in service, and
+  // the array able to do without it.
+  bool healable(unsigned member) const;
 
   // Checking and rebuilding a stripe (volume_repair.cpp).
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,

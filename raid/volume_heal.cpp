@@ -28,10 +28,7 @@ void Volume::read_failed(const VolumePiece& segment, unsigned member, uint64_t m
                          int error, Callback done) {
   Error why{error,
             fmt::format("read failed at member byte {}: {}", member_offset, std::strerror(error))};
-  const bool healable =
-      max_read_errors_.load(std::memory_order_relaxed) > 0 && members_.active(member) &&
-      level_->survives([this, member](unsigned m) { return m != member && members_.active(m); });
-  if (!healable) {
+  if (!healable(member)) {
     // As before healing: the member leaves, and the segment is read from what is left.
     members_.fail(member, why);
     auto join = Join::start(1, std::move(done));
@@ -117,24 +114,33 @@ void Volume::heal(std::shared_ptr<Healing> healing) {
 void Volume::healed(std::shared_ptr<Healing> healing, Result<void> rewritten) {
   locks_.release(healing->stripe);
   const unsigned member = healing->member;
-  Member* device = members_[member];
   if (!rewritten) {
     members_.fail(member, Error{rewritten.error().code, fmt::format("{}; {}", healing->why.message,
                                                                     rewritten.error().message)});
   } else {
-    const uint64_t corrected = device->count_corrected();
-    const uint32_t max = max_read_errors_.load(std::memory_order_relaxed);
-    raid_log().warn("member {} ({}): {}; rewritten from redundancy ({} corrected, at most {})",
-                    member, device->name(), healing->why.message, corrected, max);
-    if (corrected_listener_) corrected_listener_(member, corrected, healing->member_offset);
-    if (corrected > max) {
-      members_.fail(member, Error{EIO, fmt::format("{} read errors corrected: more than "
-                                                   "max_read_errors ({})",
-                                                   corrected, max)});
-    }
+    note_corrected(member, healing->member_offset, healing->why.message);
   }
   Callback done = std::move(healing->done);
   done({});  // the caller's bytes came from redundancy
+}
+
+void Volume::note_corrected(unsigned member, uint64_t member_offset, const std::string& why) {
+  Member* device = members_[member];
+  const uint64_t corrected = device->count_corrected();
+  const uint32_t max = max_read_errors_.load(std::memory_order_relaxed);
+  raid_log().warn("member {} ({}): {}; rewritten from redundancy ({} corrected, at most {})",
+                  member, device->name(), why, corrected, max);
+  if (corrected_listener_) corrected_listener_(member, corrected, member_offset);
+  if (corrected > max) {
+    members_.fail(member, Error{EIO, fmt::format("{} read errors corrected: more than "
+                                                 "max_read_errors ({})",
+                                                 corrected, max)});
+  }
+}
+
+bool Volume::healable(unsigned member) const {
+  return max_read_errors_.load(std::memory_order_relaxed) > 0 && members_.active(member) &&
+         level_->survives([this, member](unsigned m) { return m != member && members_.active(m); });
 }
 
 }  // namespace stripefs

@@ -34,25 +34,61 @@ Result<bool> Volume::check_stripe(uint64_t stripe, bool repair, std::span<std::b
   if (where.empty()) return false;  // nothing to compare (RAID0)
   std::vector<std::byte*> slots;
   std::vector<unsigned> missing;  // out of service, or being rebuilt and not past this stripe
+  std::vector<std::pair<unsigned, Error>> unreadable;  // slots to heal, and why
   for (size_t i = 0; i < where.size(); ++i) {
     std::byte* at = rows.data() + i * chunk;
     slots.push_back(at);
-    if (!members_.in_sync(where[i].member, stripe)) {
+    const unsigned member = where[i].member;
+    if (!members_.in_sync(member, stripe)) {
       missing.push_back(static_cast<unsigned>(i));
       continue;
     }
-    if (auto r = member_read(*members_[where[i].member], data_offset_ + where[i].member_offset,
-                             {at, chunk});
-        !r) {
-      return fail(r.error());
+    const uint64_t offset = data_offset_ + where[i].member_offset;
+    if (auto r = member_read(*members_[member], offset, {at, chunk}); !r) {
+      const Error why{r.error().code,
+                      fmt::format("read failed at member byte {}: {}", offset, r.error().message)};
+      if (!level_->survives([&](unsigned m) { return m != member && members_.active(m); })) {
+        return fail(r.error());  // nothing could stand for it
+      }
+      if (healable(member)) {
+        unreadable.emplace_back(static_cast<unsigned>(i), why);
+      } else {
+        members_.fail(member, why);
+      }
+      missing.push_back(static_cast<unsigned>(i));
     }
   }
   if (!missing.empty()) {
     // Degraded: the missing chunks are what the others make of them, so only redundancy
     // beyond that can disagree (RAID6 with one member out, a mirror with two copies left).
     const size_t redundancy = geometry_.has_parity() ? geometry_.parity_chunks() : where.size() - 1;
-    if (missing.size() >= redundancy) return false;
+    if (missing.size() > redundancy) {
+      if (!unreadable.empty()) return fail(unreadable.front().second);
+      return false;  // nothing left to check (those out of service are rebuilt later)
+    }
     if (auto r = level_->rebuild(slots, missing, chunk); !r) return fail(r.error());
+    // Unreadable chunks get their contents back (a disk remaps a sector it is written),
+    // checked by reading them again.
+    for (const auto& [slot, why] : unreadable) {
+      const unsigned member = where[slot].member;
+      const uint64_t offset = data_offset_ + where[slot].member_offset;
+      std::span<const std::byte> contents{slots[slot], chunk};
+      Result<void> healed = member_write(*members_[member], offset, contents);
+      if (healed) {
+        healed = member_read(*members_[member], offset, expected.subspan(0, chunk));
+        if (healed && std::memcmp(expected.data(), slots[slot], chunk) != 0) {
+          healed = fail(EIO, "it reads back different");
+        }
+      }
+      if (healed) {
+        note_corrected(member, offset, why.message);
+        std::erase(missing, slot);  // healed: checked with the others
+      } else {
+        members_.fail(member, Error{why.code, fmt::format("{}; rewriting it failed: {}",
+                                                          why.message, healed.error().message)});
+      }
+    }
+    if (missing.size() >= redundancy) return false;
   }
   const auto fixes = level_->disagreements(slots, expected, chunk);
   bool wrong = false;

@@ -198,6 +198,34 @@ TEST(ReadHealCopies, ABadSpotOnTwoCopiesIsHealedFromTheThird) {
   ASSERT_NO_FATAL_FAILURE(h.expect_data());
 }
 
+// A resync (check_stripes with repair) that meets an unreadable sector heals it as a read
+// does and goes on, instead of stopping short; with healing off, the member is failed and
+// the resync still completes.
+TEST_P(ReadHeal, AResyncHealsAnUnreadableSectorAndGoesOn) {
+  Healing h(GetParam());
+  const auto [member, offset] = h.bad_block(3);
+  const uint64_t stripes = h.volume().geometry().stripes();
+  auto checked = h.volume().check_stripes(0, stripes, /*repair=*/true);
+  ASSERT_TRUE(checked) << checked.error().message;
+  EXPECT_EQ(*checked, 0u);
+  EXPECT_TRUE(h.volume().active(member));
+  EXPECT_EQ(h.media.faulty[member]->counters().corrected, 1u);
+  EXPECT_EQ(h.heard(ArrayEvent::Kind::device_errors), 1u);
+  const ChunkLocation at = h.volume().geometry().locate(3, 0, 0);
+  AlignedBuffer direct(4096);
+  ASSERT_TRUE(member_read(*h.media.faulty[member], h.volume().data_offset() + at.member_offset,
+                          direct.span()));
+  EXPECT_EQ(std::memcmp(direct.data(), h.data.data() + offset, 4096), 0);
+
+  h.array->set_max_read_errors(0);
+  const auto [second, second_offset] = h.bad_block(7);
+  checked = h.volume().check_stripes(0, stripes, /*repair=*/true);
+  ASSERT_TRUE(checked) << checked.error().message;
+  EXPECT_FALSE(h.volume().active(second));
+  ASSERT_NO_FATAL_FAILURE(h.expect_data());
+  (void)second_offset;
+}
+
 // Without redundancy left there is nothing to heal from: the error stands (RAID5 degraded).
 TEST(ReadHealLimits, ADegradedArrayCannotHeal) {
   Healing h({RaidLevel::raid5, 4});
