@@ -1,6 +1,7 @@
 // Pass 1b: blocks claimed twice. Nothing says which claimant is right, so none loses: the
 // first (by inode number) keeps the block, every later one gets a copy of its own, as
-// e2fsck's passes 1b-1d clone multiply-claimed blocks.
+// e2fsck's passes 1b-1d clone multiply-claimed blocks. It runs again once pass 2 has taken
+// in inodes the bitmap did not list, for the blocks they claim.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -33,6 +34,9 @@ Result<void> Checker::check_shared_blocks() {
     if (!twice.empty()) shared[ino] = std::move(twice);
   }
   for (const auto& [ino, blocks] : shared) {
+    // Run again after pass 2 took inodes in: what the first run reported (and, repairing,
+    // copied) is not reported twice.
+    if (!shared_reported_.insert(ino).second) continue;
     shared_seen_.insert(blocks.begin(), blocks.end());
     std::string list;
     for (size_t i = 0; i < std::min<size_t>(blocks.size(), 5); ++i) {

@@ -72,8 +72,8 @@ Result<void> Checker::check_space() {
         used[b] = true;
       }
     }
-    // Pass 1b reported (and, repairing, copied) those claimed twice then; what is left is
-    // an inode pass 2 took in after it.
+    // Pass 1b (run again after pass 2 took inodes in) reported, and repairing copied, those
+    // claimed twice; any left are reported here rather than counted twice.
     if (!options_.repair) {
       std::erase_if(twice, [&](uint64_t b) { return shared_seen_.contains(b); });
     }

@@ -628,5 +628,27 @@ TEST(FsCheck, ABlockClaimedTwiceIsCopiedForTheSecondClaimant) {
   EXPECT_TRUE(c.t.fs->lookup(later, "inside").has_value());
 }
 
+// An inode the bitmap does not list, taken in by pass 2 (a name reaches it), claims a block
+// of another: it is given a copy, as pass 1b does for the inodes it saw, and a second check
+// is clean.
+TEST(FsCheck, ABlockClaimedByAnInodePass2TookInIsCopiedToo) {
+  Checked c;
+  const uint64_t shared = c.inode(c.big).inline_extents[0].physical;
+  DiskInode n = c.inode(c.small);
+  n.inline_extents[0].physical = shared;
+  c.set_inode(c.small, n);
+  c.flip_bit(c.sb.inode_bitmap_start, c.small - 1);
+  const fs::CheckReport found = c.check(false);
+  EXPECT_EQ(found.exit_code(), 4) << all(found);
+  const fs::CheckReport repaired = c.check(true, true);
+  EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
+  EXPECT_NE(all(repaired).find("given copies of its own"), std::string::npos) << all(repaired);
+  EXPECT_EQ(all(repaired).find("left as they are"), std::string::npos) << all(repaired);
+  EXPECT_EQ(c.check(false, true).exit_code(), 0);
+  ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
+  EXPECT_NE(c.inode(c.small).inline_extents[0].physical, shared);
+  EXPECT_TRUE(c.t.read(c.big, 0, kBig) == c.big_data);
+}
+
 }  // namespace
 }  // namespace stripefs::test
