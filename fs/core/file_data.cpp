@@ -324,7 +324,9 @@ uint64_t Filesystem::start_read_locked() {
 }
 
 // Runs on the volume's completion, perhaps while another thread holds mutex_ and waits for
-// I/O this very thread must complete: so mutex_ is only tried, never waited for. Frees this
+// I/O this very thread must complete, or on a thread that holds mutex_ itself (one that
+// released a stripe lock): so mutex_ is only tried (an OwnedMutex: false then), never
+// waited for. Frees this
 // read held back are released then, or by the next checkpoint. (Both sides use sequential
 // consistency: either checkpoint() sees this read gone, or this read sees its release.)
 void Filesystem::finish_read(uint64_t epoch) {

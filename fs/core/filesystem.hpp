@@ -61,6 +61,7 @@
 #include "fs/core/inode_table.hpp"
 #include "fs/core/meta_store.hpp"
 #include "fs/core/orphan_list.hpp"
+#include "fs/core/owned_mutex.hpp"
 #include "fs/core/submitter.hpp"
 #include "fs/core/volume_device.hpp"
 #include "fs/core/worker.hpp"
@@ -227,7 +228,7 @@ class Filesystem {
   friend class DataScrubChecker;
   friend class ChecksumBatch;
 
-  using Lock = std::unique_lock<std::mutex>;
+  using Lock = std::unique_lock<OwnedMutex>;
 
   Filesystem(Volume& volume, FsOptions options, FsSuperblock sb);
   Result<void> start();
@@ -373,11 +374,13 @@ class Filesystem {
   std::unique_ptr<BitmapAllocator> inodes_;
   std::unique_ptr<OrphanList> orphans_;  // null: a filesystem made without one (minor 0)
 
-  std::mutex commit_mutex_;   // lock 1 (see the top of this file)
-  mutable std::mutex mutex_;  // lock 2: guards what follows, up to the background threads
-  std::condition_variable writeback_cv_;  // with mutex_: writebacks finished
-  std::unique_ptr<InodeTable> table_;     // the inodes in memory, and which changed
-  uint64_t cached_bytes_ = 0;             // bytes of file data in cache maps (dirty and in flight)
+  std::mutex commit_mutex_;  // lock 1 (see the top of this file)
+  // Lock 2: guards what follows, up to the background threads. Owned: finish_read(), on a
+  // Volume completion, only tries it, and that may run on a thread holding it.
+  mutable OwnedMutex mutex_;
+  std::condition_variable_any writeback_cv_;  // with mutex_: writebacks finished
+  std::unique_ptr<InodeTable> table_;         // the inodes in memory, and which changed
+  uint64_t cached_bytes_ = 0;  // bytes of file data in cache maps (dirty and in flight)
   // Frees become reusable once a checkpoint covers them and every read that might still use
   // an older mapping (one that started before that checkpoint) is done.
   // Reads are counted in atomics, not under a lock of their own: eight FUSE workers taking
