@@ -266,14 +266,52 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     b.read = submit_ios_async(members_.all(), MemberOp::read, std::move(reads));
     VolumeCounters::add(stats_.member_read_ios, width);
   };
+  // A member's read of the batch failed: each of its chunks is read again alone, and one
+  // that still fails is healed as a read is (rebuilt from the rest of its stripe, written
+  // back, read back, counted; md's check does so too). Unhealable: the scrub's error.
+  const auto heal_unreadable = [&](Batch& b, const FailedIo& f) -> Result<void> {
+    const unsigned m = f.member;
+    const auto why = [&](uint64_t offset) {
+      return fmt::format("read failed at member byte {}: {}", offset, std::strerror(f.error));
+    };
+    for (uint64_t stripe = b.from; stripe < b.to; ++stripe) {
+      const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
+      std::vector<std::byte*> slots;
+      for (const ChunkLocation& at : where) {
+        slots.push_back(b.buffers[at.member].data() + (at.member_offset - b.begin));
+      }
+      for (size_t i = 0; i < where.size(); ++i) {
+        if (where[i].member != m) continue;
+        const uint64_t offset = data_offset_ + where[i].member_offset;
+        if (member_read(*members_[m], offset, {slots[i], chunk})) continue;
+        if (!healable(m)) {
+          return fail(f.error, "{}: {}", members_[m]->name(), why(offset));
+        }
+        std::vector<unsigned> missing{static_cast<unsigned>(i)};
+        if (auto r = level_->rebuild(slots, missing, chunk); !r) return fail(r.error());
+        Result<void> healed = member_write(*members_[m], offset, {slots[i], chunk});
+        AlignedBuffer back(chunk);
+        if (healed) healed = member_read(*members_[m], offset, back.span());
+        if (healed && std::memcmp(back.data(), slots[i], chunk) != 0) {
+          healed = fail(EIO, "it reads back different");
+        }
+        if (!healed) {
+          members_.fail(m, Error{f.error, fmt::format("{}; rewriting it failed: {}", why(offset),
+                                                      healed.error().message)});
+          return fail(f.error, "{}: {}; rewriting it failed", members_[m]->name(), why(offset));
+        }
+        note_corrected(m, offset, why(offset));
+      }
+    }
+    return {};
+  };
   // Waits for its reads, judges (and repairs) its stripes, and unlocks them.
   const auto finish = [&](Batch& b, bool judge_it) -> Result<void> {
     Result<void> status = b.status;
     if (b.read.valid()) {
       const std::vector<FailedIo> failed = b.read.get();
-      if (!failed.empty() && status) {
-        status = fail(failed[0].error, "{}: read failed: {}", members_[failed[0].member]->name(),
-                      std::strerror(failed[0].error));
+      for (const FailedIo& f : failed) {
+        if (status && judge_it) status = heal_unreadable(b, f);
       }
     }
     for (uint64_t stripe = b.from; stripe < b.to && status && judge_it; ++stripe) {

@@ -100,6 +100,24 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(to_string(info.param.level)) + "_" + std::to_string(info.param.members);
     });
 
+// An unreadable sector (which a write remaps) in the middle: the scrub heals it as a read
+// does and goes on to the end, checking only, and the member stays.
+TEST_P(VolumeScrub, AnUnreadableSectorIsHealedAndTheScrubGoesOn) {
+  Scrubbed s(GetParam());
+  const ChunkLocation at = s.level->redundancy_set(2)[0];
+  const uint64_t byte = kDataOffset + at.member_offset + 8192;
+  s.array.faulty[at.member]->bad_sectors({byte, byte + 4096});
+  const Volume::ScrubCounts counts = s.scrub(false);
+  EXPECT_EQ(counts.stripes, s.volume->geometry().stripes()) << "it went on to the end";
+  EXPECT_EQ(counts.mismatched, 0u);
+  EXPECT_TRUE(s.volume->active(at.member));
+  EXPECT_EQ(s.array.faulty[at.member]->counters().corrected, 1u);
+  AlignedBuffer direct(4096);
+  ASSERT_TRUE(member_read(*s.array.faulty[at.member], byte, direct.span()))
+      << "rewritten, so it reads again";
+  s.expect_data();
+}
+
 TEST_P(VolumeScrub, AConsistentArrayIsFoundSo) {
   Scrubbed s(GetParam());
   const Volume::ScrubCounts counts = s.scrub(true);
