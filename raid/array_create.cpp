@@ -104,6 +104,14 @@ Result<Superblock> create_array(std::span<Member* const> members, const ArrayOpt
     if (!volume) return fail(volume.error());
     auto synced = (*volume)->check_stripes(0, geometry->stripes(), true);
     if (!synced) return fail(synced.error());
+    // A member the sync had to fail (a chunk it could not read and could not take back)
+    // would be recorded clean with stripes never synced: the creation fails instead.
+    for (unsigned role = 0; role < count; ++role) {
+      if (!(*volume)->active(role)) {
+        return fail(EIO, "member {}: failed during the initial sync; the array is left dirty",
+                    members[role]->name());
+      }
+    }
     if (auto f = (*volume)->flush(); !f) return fail(f.error());
     for (unsigned role = 0; role < count; ++role) {
       written[role].set_clean(true);

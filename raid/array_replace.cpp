@@ -171,6 +171,9 @@ Result<void> Array::finish_replace(unsigned role, ReplacingMember& copy) {
   {
     std::lock_guard lock(mutex_);
     if (!volume_->active(role)) return fail(EIO, "role {} failed at the end of the copy", role);
+    // Again under mutex_, which cancel_replace takes: a stop asked for until here ends the
+    // replace as asked, never the handover that follows.
+    if (auto failed = copy.replacement_failed()) return fail(*failed);
     by_role_[role] = &device;
     member_uuids_[role] = generate_uuid();
     ++master_.events;

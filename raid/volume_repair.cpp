@@ -82,7 +82,8 @@ Result<bool> Volume::check_stripe(uint64_t stripe, bool repair, std::span<std::b
       }
       if (healed) {
         note_corrected(member, offset, why.message);
-        std::erase(missing, slot);  // healed: checked with the others
+        // Healed: checked with the others (unless that was one correction too many).
+        if (members_.active(member)) std::erase(missing, slot);
       } else {
         members_.fail(member, Error{why.code, fmt::format("{}; rewriting it failed: {}",
                                                           why.message, healed.error().message)});

@@ -33,10 +33,14 @@ Result<void> Checker::check_shared_blocks() {
     }
     if (!twice.empty()) shared[ino] = std::move(twice);
   }
-  for (const auto& [ino, blocks] : shared) {
-    // Run again after pass 2 took inodes in: what the first run reported (and, repairing,
-    // copied) is not reported twice.
-    if (!shared_reported_.insert(ino).second) continue;
+  for (auto& [ino, blocks] : shared) {
+    // Run again after pass 2 took inodes in: repairing, what the first run found has its
+    // copies already, so whatever is found is new; checking only, the blocks the first run
+    // reported are not reported twice.
+    if (!options_.repair) {
+      std::erase_if(blocks, [&](uint64_t b) { return shared_seen_.contains(b); });
+      if (blocks.empty()) continue;
+    }
     shared_seen_.insert(blocks.begin(), blocks.end());
     std::string list;
     for (size_t i = 0; i < std::min<size_t>(blocks.size(), 5); ++i) {

@@ -184,12 +184,11 @@ class Checker {
   std::vector<bool> taken_;             // blocks allocate() may not hand out (empty: not yet)
   uint64_t next_free_ = 0;              // where allocate() looks first
   std::vector<std::pair<uint64_t, uint64_t>> children_;  // (directory, what it names)
-  std::vector<uint64_t> adopted_dirs_;            // directories adopt() took in, still to check
-  uint64_t lost_found_ = 0;                       // the root's "lost+found", when a directory
-  bool lost_found_taken_ = false;                 // the root names something else "lost+found"
-  std::unordered_set<uint64_t> shared_seen_;      // blocks pass 1b found claimed twice
-  std::unordered_set<uint64_t> shared_reported_;  // inodes pass 1b reported
-  std::vector<uint64_t> incomplete_;              // directories not read whole (pass 2)
+  std::vector<uint64_t> adopted_dirs_;        // directories adopt() took in, still to check
+  uint64_t lost_found_ = 0;                   // the root's "lost+found", when a directory
+  bool lost_found_taken_ = false;             // the root names something else "lost+found"
+  std::unordered_set<uint64_t> shared_seen_;  // blocks pass 1b found claimed twice
+  std::vector<uint64_t> incomplete_;          // directories not read whole (pass 2)
 };
 
 }  // namespace stripefs::fs

@@ -57,10 +57,12 @@ struct Replacing {
     shadow = test::random_buffer(volume().size(), 1);
     EXPECT_TRUE(volume().write(0, shadow.span()));
   }
-  void open(std::vector<Member*> members) {
-    auto opened =
-        Array::open(members, open_options(ArraySetup{.bitmap_clear_delay = milliseconds(0),
-                                                     .journal_idle_checkpoint = milliseconds(50)}));
+  // `speed`, if given, limits a rebuild or replace resumed at the open (bytes a second).
+  void open(std::vector<Member*> members, uint64_t speed = 0) {
+    OpenOptions options = open_options(ArraySetup{.bitmap_clear_delay = milliseconds(0),
+                                                  .journal_idle_checkpoint = milliseconds(50)});
+    if (speed != 0) options.speed_min = options.speed_max = speed;
+    auto opened = Array::open(members, options);
     ASSERT_TRUE(opened) << opened.error().message;
     array = std::move(*opened);
     array->set_event_listener([this](const ArrayEvent& e) {
@@ -274,7 +276,7 @@ TEST_P(HotReplace, AReplaceCutShortByACloseResumesAtTheNextOpen) {
   EXPECT_GE(sb->rebuild_checkpoint, 2u << 20) << "the close records where the copy got to";
   std::vector<Member*> members = r.media.members();
   members.push_back(&r.fresh);
-  r.open(members);
+  r.open(members, 1 << 20);  // slow, so the copy is still under way below
   EXPECT_EQ(r.array->member_device(0), old) << "the old device serves on";
   EXPECT_EQ(r.array->replacement(0), &r.fresh);
   const auto& notes = r.array->notes();
@@ -284,6 +286,7 @@ TEST_P(HotReplace, AReplaceCutShortByACloseResumesAtTheNextOpen) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> writes{0};
   std::thread writer([&] { r.writer(stop, 19, writes); });
+  r.array->set_rebuild_speed(16 << 20, 0);
   const RebuildProgress progress = r.array->wait_rebuild();
   stop = true;
   writer.join();

@@ -226,6 +226,21 @@ TEST_P(ReadHeal, AResyncHealsAnUnreadableSectorAndGoesOn) {
   (void)second_offset;
 }
 
+// The initial sync of a new array fails a member whose chunk stays unreadable: the creation
+// fails then, rather than record clean an array whose later stripes were never synced.
+TEST(ReadHealLimits, CreationFailsWhenItsSyncFailsAMember) {
+  test::MemoryArray media(4, kMemberSize);
+  const uint64_t data_offset = ArrayOptions{}.data_offset;
+  media.faulty[1]->fail_range(MemberOp::read, {data_offset + 4096, data_offset + 8192});
+  ArrayOptions create;
+  create.level = RaidLevel::raid5;
+  create.chunk_size = kChunk;
+  auto made = create_array(media.members(), create);
+  ASSERT_FALSE(made);
+  EXPECT_NE(made.error().message.find("failed during the initial sync"), std::string::npos)
+      << made.error().message;
+}
+
 // Without redundancy left there is nothing to heal from: the error stands (RAID5 degraded).
 TEST(ReadHealLimits, ADegradedArrayCannotHeal) {
   Healing h({RaidLevel::raid5, 4});

@@ -640,6 +640,12 @@ TEST(FsCheck, ABlockClaimedByAnInodePass2TookInIsCopiedToo) {
   c.flip_bit(c.sb.inode_bitmap_start, c.small - 1);
   const fs::CheckReport found = c.check(false);
   EXPECT_EQ(found.exit_code(), 4) << all(found);
+  const std::string text = all(found);
+  const size_t first = text.find("claimed more than once");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("claimed more than once", first + 1), std::string::npos)
+      << "reported once, not by each run of pass 1b: " << text;
+  EXPECT_EQ(text.find("claimed by another inode too"), std::string::npos) << text;
   const fs::CheckReport repaired = c.check(true, true);
   EXPECT_EQ(repaired.exit_code(), 1) << all(repaired);
   EXPECT_NE(all(repaired).find("given copies of its own"), std::string::npos) << all(repaired);
