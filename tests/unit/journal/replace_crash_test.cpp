@@ -17,6 +17,7 @@
 #include "raid/array.hpp"
 #include "raid/memory_member.hpp"
 #include "raid/power_cut_member.hpp"
+#include "unit/raid/shadow_writer.hpp"
 #include "unit/raid/test_util.hpp"
 
 namespace stripefs {
@@ -44,13 +45,8 @@ OpenOptions options() {
 void write_until_cut(Volume& volume, const std::atomic<bool>& stop, uint64_t seed,
                      std::atomic<uint64_t>& writes) {
   std::mt19937_64 rng(seed);
-  const uint64_t stripe = volume.geometry().stripe_data_size();
   while (!stop.load()) {
-    const bool whole = rng() % 8 == 0;
-    const uint64_t length = whole ? stripe : 4096;
-    const uint64_t at =
-        whole ? rng() % (volume.size() / stripe) * stripe : rng() % (volume.size() / 4096) * 4096;
-    AlignedBuffer data = test::random_buffer(length, rng());
+    auto [at, data] = test::random_write(volume, rng);
     if (!volume.write(at, data.span())) return;
     ++writes;
   }
