@@ -1,8 +1,7 @@
 // A hot replace cut short by a close or a crash, resumed at the next open (md resumes its
 // replacement from its recovery_offset): the new device stands in the Volume again beside
 // the role's device, complete below its checkpoint; what it may have missed there is copied
-// again first, and the copy goes on from the checkpoint on the rebuild
-// thread.
+// again first, and the copy goes on from the checkpoint on the rebuild thread.
 #include <algorithm>
 #include <cstring>
 
