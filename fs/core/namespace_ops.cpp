@@ -30,7 +30,10 @@ Result<Attr> Filesystem::lookup(uint64_t parent, std::string_view name) {
   if (name.size() > kMaxNameLength) return fail(ENAMETOOLONG, "name longer than 255 bytes");
   auto dir = get_inode(parent);
   if (!dir) return fail(dir.error());
-  if (!(*dir)->is_dir()) return fail(ENOTDIR, "not a directory");
+  // "." of any inode is itself: an NFS server exporting the mount asks it of files too, to
+  // bring back an inode the kernel no longer holds from its file handle (libfuse's
+  // README.NFS).
+  if (!(*dir)->is_dir() && name != ".") return fail(ENOTDIR, "not a directory");
   uint64_t ino = 0;
   if (name == ".") {
     ino = parent;

@@ -156,6 +156,20 @@ TEST(Filesystem, DirectoryOperationsAndPersistence) {
   check();
 }
 
+// An NFS export brings back an inode from its handle by looking up "." in it, a file's too;
+// any other name in a file is ENOTDIR.
+TEST(Filesystem, DotOfAnyInodeIsItself) {
+  MemoryFs t;
+  const uint64_t f = t.create(kRootInode, "f");
+  auto self = t.fs->lookup(f, ".");
+  ASSERT_TRUE(self) << self.error().message;
+  EXPECT_EQ(self->ino, f);
+  EXPECT_EQ(self->generation, t.fs->getattr(f)->generation);
+  t.fs->forget(f, 1);
+  EXPECT_EQ(t.fs->lookup(f, "..").error().code, ENOTDIR);
+  EXPECT_EQ(t.fs->lookup(f, "x").error().code, ENOTDIR);
+}
+
 TEST(Filesystem, ErrorsAreTheRightErrno) {
   MemoryFs t;
   const uint64_t d = t.create(kRootInode, "d", S_IFDIR | 0755);
