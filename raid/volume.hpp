@@ -276,6 +276,12 @@ class Volume {
   // Whether a read error on `member` may be healed: healing on, the member in service, and
   // the array able to do without it.
   bool healable(unsigned member) const;
+  // The blocking heal of a chunk `member` could not read at `offset` (`why`), its contents
+  // rebuilt by the caller (who holds its stripe's lock): written back, read back into
+  // `scratch` and compared, then counted (note_corrected); if that fails, the member is
+  // failed. Whether the member is still in service.
+  bool rewrite_unreadable(unsigned member, uint64_t offset, std::span<const std::byte> contents,
+                          std::span<std::byte> scratch, const std::string& why);
 
   // Checking and rebuilding a stripe (volume_repair.cpp).
   Result<bool> check_stripe(uint64_t stripe, bool repair, std::span<std::byte> rows,

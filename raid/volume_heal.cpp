@@ -138,6 +138,24 @@ void Volume::note_corrected(unsigned member, uint64_t member_offset, const std::
   }
 }
 
+bool Volume::rewrite_unreadable(unsigned member, uint64_t offset,
+                                std::span<const std::byte> contents, std::span<std::byte> scratch,
+                                const std::string& why) {
+  Member& device = *members_[member];
+  Result<void> healed = member_write(device, offset, contents);
+  if (healed) healed = member_read(device, offset, scratch.first(contents.size()));
+  if (healed && std::memcmp(scratch.data(), contents.data(), contents.size()) != 0) {
+    healed = fail(EIO, "it reads back different");
+  }
+  if (!healed) {
+    members_.fail(member, Error{EIO, fmt::format("{}; rewriting it failed: {}", why,
+                                                 healed.error().message)});
+    return false;
+  }
+  note_corrected(member, offset, why);
+  return members_.active(member);  // not if that was one correction too many
+}
+
 bool Volume::healable(unsigned member) const {
   return max_read_errors_.load(std::memory_order_relaxed) > 0 && members_.active(member) &&
          level_->survives([this, member](unsigned m) { return m != member && members_.active(m); });

@@ -62,31 +62,18 @@ Result<bool> Volume::check_stripe(uint64_t stripe, bool repair, std::span<std::b
     // Degraded: the missing chunks are what the others make of them, so only redundancy
     // beyond that can disagree (RAID6 with one member out, a mirror with two copies left).
     const size_t redundancy = geometry_.has_parity() ? geometry_.parity_chunks() : where.size() - 1;
-    if (missing.size() > redundancy) {
-      if (!unreadable.empty()) return fail(unreadable.front().second);
-      return false;  // nothing left to check (those out of service are rebuilt later)
+    if (missing.size() > redundancy && !unreadable.empty()) {
+      return fail(unreadable.front().second);
     }
+    // Nothing left to check (those out of service are rebuilt later).
+    if (missing.size() >= redundancy && unreadable.empty()) return false;
     if (auto r = level_->rebuild(slots, missing, chunk); !r) return fail(r.error());
-    // Unreadable chunks get their contents back (a disk remaps a sector it is written),
-    // checked by reading them again.
+    // Unreadable chunks get their contents back (a disk remaps a sector it is written);
+    // healed, they are checked with the others.
     for (const auto& [slot, why] : unreadable) {
-      const unsigned member = where[slot].member;
-      const uint64_t offset = data_offset_ + where[slot].member_offset;
-      std::span<const std::byte> contents{slots[slot], chunk};
-      Result<void> healed = member_write(*members_[member], offset, contents);
-      if (healed) {
-        healed = member_read(*members_[member], offset, expected.subspan(0, chunk));
-        if (healed && std::memcmp(expected.data(), slots[slot], chunk) != 0) {
-          healed = fail(EIO, "it reads back different");
-        }
-      }
-      if (healed) {
-        note_corrected(member, offset, why.message);
-        // Healed: checked with the others (unless that was one correction too many).
-        if (members_.active(member)) std::erase(missing, slot);
-      } else {
-        members_.fail(member, Error{why.code, fmt::format("{}; rewriting it failed: {}",
-                                                          why.message, healed.error().message)});
+      if (rewrite_unreadable(where[slot].member, data_offset_ + where[slot].member_offset,
+                             {slots[slot], chunk}, expected, why.message)) {
+        std::erase(missing, slot);
       }
     }
     if (missing.size() >= redundancy) return false;

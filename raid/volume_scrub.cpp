@@ -289,18 +289,10 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
         }
         std::vector<unsigned> missing{static_cast<unsigned>(i)};
         if (auto r = level_->rebuild(slots, missing, chunk); !r) return fail(r.error());
-        Result<void> healed = member_write(*members_[m], offset, {slots[i], chunk});
         AlignedBuffer back(chunk);
-        if (healed) healed = member_read(*members_[m], offset, back.span());
-        if (healed && std::memcmp(back.data(), slots[i], chunk) != 0) {
-          healed = fail(EIO, "it reads back different");
+        if (!rewrite_unreadable(m, offset, {slots[i], chunk}, back.span(), why(offset))) {
+          return fail(f.error, "{}: {}; it is out of service", members_[m]->name(), why(offset));
         }
-        if (!healed) {
-          members_.fail(m, Error{f.error, fmt::format("{}; rewriting it failed: {}", why(offset),
-                                                      healed.error().message)});
-          return fail(f.error, "{}: {}; rewriting it failed", members_[m]->name(), why(offset));
-        }
-        note_corrected(m, offset, why(offset));
       }
     }
     return {};
