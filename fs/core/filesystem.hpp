@@ -219,13 +219,14 @@ class Filesystem {
   FsStatfs statfs();
 
   // ---- scrub (scrub_checks.cpp) ----
-  // What the array's scrub checks file data against (Array::set_scrub_checker): every
-  // block of a regular file's written extents against its checksum; nullptr on a filesystem
-  // that keeps none. It must leave the array before the filesystem is unmounted.
+  // What the array's scrub checks the volume against (Array::set_scrub_checker): every
+  // block of a regular file's written extents against its data checksum (when the
+  // filesystem keeps them), and the metadata against its own checksums. It must leave the
+  // array before the filesystem is unmounted.
   std::unique_ptr<ScrubChecker> scrub_checker();
 
  private:
-  friend class DataScrubChecker;
+  friend class FsScrubChecker;
   friend class ChecksumBatch;
 
   using Lock = std::unique_lock<OwnedMutex>;

@@ -36,6 +36,12 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::read(uint64_t block) {
   return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
 }
 
+bool MetaStore::home_behind(uint64_t block) const {
+  if (dirty_.contains(block)) return true;
+  std::lock_guard lock(images_mutex_);
+  return committing_.contains(block) || images_.contains(block);
+}
+
 Result<std::span<std::byte, kBlockSize>> MetaStore::read_checked(uint64_t block,
                                                                  const Volume::BlockCheck& good) {
   if (auto it = cache_.find(block); it != cache_.end() && it->second.checked) {
@@ -55,12 +61,7 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::heal(uint64_t block,
                                                          const Volume::BlockCheck& good) {
   auto image = read(block);
   if (!image) return image;
-  bool in_memory = dirty_.contains(block);
-  {
-    std::lock_guard lock(images_mutex_);
-    in_memory = in_memory || committing_.contains(block) || images_.contains(block);
-  }
-  if (in_memory) {
+  if (home_behind(block)) {
     // Changed since it was read (a transaction's, or a commit's not yet home): what was
     // damaged in it can no longer be told from redundancy.
     return fail(EUCLEAN, "metadata block {}: fails its check, and has changed since it was read",

@@ -74,6 +74,10 @@ class MetaStore {
   void forget(uint64_t block);
 
   size_t dirty_blocks() const { return dirty_.size(); }
+  // Whether `block`'s home on the volume may be older than its image here: changed in the
+  // running transaction, or committed and not yet checkpointed. A home that is not behind
+  // holds the last image written, sealed (what a scrub may check it against).
+  bool home_behind(uint64_t block) const;
   // The running transaction's number: frees made now are safe to reuse once a checkpoint
   // covers it.
   uint64_t running() const { return running_; }

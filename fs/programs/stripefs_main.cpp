@@ -190,7 +190,8 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   auto array_control = std::make_unique<fs::ArrayControl>(array_ref, **devices, absolute_mountpoint,
                                                           config.event_program);
   fs::ArrayControl& array_control_ref = *array_control;
-  // Scrubs check file data against its checksums while the filesystem is there.
+  // Scrubs check file data and metadata against their checksums while the filesystem is
+  // there.
   std::unique_ptr<ScrubChecker> scrub_checker = fs_ref.scrub_checker();
   array_ref.set_scrub_checker(scrub_checker.get());
   // A scrub the last unmount (or a crash) cut short goes on from its checkpoint.

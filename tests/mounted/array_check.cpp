@@ -4,6 +4,7 @@
 
 #include "journal/open_array.hpp"
 #include "raid/array.hpp"
+#include "raid/level.hpp"
 #include "raid/member_devices.hpp"
 #include "raid/superblock.hpp"
 
@@ -49,6 +50,34 @@ std::expected<uint64_t, std::string> member_data_offset(const std::filesystem::p
   auto sb = read_superblock(*(*devices)->members[0]);
   if (!sb) return std::unexpected(sb.error().message);
   return sb->data_offset;
+}
+
+std::expected<std::vector<MemberPlace>, std::string> volume_places(
+    const std::vector<std::filesystem::path>& members, uint64_t offset) {
+  std::vector<std::string> paths;
+  for (const auto& m : members) paths.push_back(m.string());
+  auto devices = open_devices(paths, "");
+  if (!devices) return std::unexpected(devices.error().message);
+  auto sb = read_superblock(*(*devices)->members[0]);
+  if (!sb) return std::unexpected(sb.error().message);
+  ArraySetup setup;
+  setup.engine = (*devices)->engine.get();
+  auto pointers = (*devices)->member_pointers();
+  auto array = open_array(pointers, setup);
+  if (!array) return std::unexpected(array.error().message);
+  const Geometry g = (*array)->volume().geometry();
+  if (auto closed = array->close(); !closed) return std::unexpected(closed.error().message);
+  if (offset >= g.stripes() * g.stripe_data_size()) return std::unexpected("past the volume");
+  const uint64_t stripe = offset / g.stripe_data_size();
+  const auto index = static_cast<unsigned>(offset % g.stripe_data_size() / g.chunk_size());
+  std::vector<ChunkLocation> copies;
+  Level::create(g)->write_targets(
+      stripe, index, [](unsigned) { return true; }, copies);
+  std::vector<MemberPlace> places;
+  for (const ChunkLocation& c : copies) {
+    places.push_back({c.member, sb->data_offset + c.member_offset + offset % g.chunk_size()});
+  }
+  return places;
 }
 
 std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,

@@ -23,6 +23,15 @@ std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
 // Where the data area starts on `member` (bytes), as its superblock records it.
 std::expected<uint64_t, std::string> member_data_offset(const std::filesystem::path& member);
 
+// Where volume byte `offset` lives on `members` (unmounted): every copy of its chunk (a
+// parity level: the data chunk), each as the member's index and the byte in the member file.
+struct MemberPlace {
+  unsigned member;
+  uint64_t offset;
+};
+std::expected<std::vector<MemberPlace>, std::string> volume_places(
+    const std::vector<std::filesystem::path>& members, uint64_t offset);
+
 // The daemon's `stripefsctl --json stats` (or status) for the filesystem mounted at `mountpoint`.
 std::expected<nlohmann::json, std::string> daemon_query(const std::string& mountpoint,
                                                         const std::string& command);

@@ -2,12 +2,14 @@
 // on each member in turn behind the array's back (unmounted, and while mounted with the caches
 // dropped) reads right, the member's CKSUM count rises, and its chunk holds the right bytes
 // again afterwards. On RAID5, two wrong chunks of one row give EIO for that block, never
-// wrong bytes, and the rest of the file still reads.
+// wrong bytes, and the rest of the file still reads. A scrub names a wrong block of file data
+// or of a directory by its checksum.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -278,6 +280,76 @@ TEST_P(ChecksumAtLevel, AScrubNamesWrongParityBesideGoodDataAndRewritesIt) {
   const Status down = fs_.unmount();
   ASSERT_TRUE(down) << down.error();
   ASSERT_NO_FATAL_FAILURE(expect_consistent(fs_.members()));
+}
+
+// A directory block damaged on one member: the scrub names it by the checksum the block
+// carries (metadata is checked like file data, where RAID5 parity alone names nothing),
+// rewrites it, and the directory lists every name.
+TEST_P(ChecksumAtLevel, AScrubNamesADamagedDirectoryBlockByItsOwnChecksum) {
+  ASSERT_EQ(mkdir(path("d").c_str(), 0755), 0);
+  std::vector<std::string> names;
+  for (int i = 0; i < 40; ++i) {
+    names.push_back("needle-entry-" + std::to_string(100 + i));
+    Fd made = open_file(path("d/" + names.back()), O_WRONLY | O_CREAT);
+    ASSERT_TRUE(made.valid());
+  }
+  const Status unmounted = fs_.unmount();
+  ASSERT_TRUE(unmounted) << unmounted.error();
+  // A copy of the directory block that holds a name, at its home: the journal holds images
+  // of it too, and a parity chunk may equal it (a row with no other data). Its header says
+  // which volume block it is (bytes 8-15).
+  const std::string needle = names[7];
+  std::optional<Place> at;
+  for (unsigned m = 0; m < fs_.members().size() && !at; ++m) {
+    std::ifstream in(fs_.members()[m], std::ios::binary);
+    const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t found = image.find(needle); found != std::string::npos && !at;
+         found = image.find(needle, found + 1)) {
+      const size_t block = found / kBlock * kBlock;
+      if (image.compare(block, 4, "SDBK") != 0) continue;  // a bucket's magic, little-endian
+      uint64_t self;
+      std::memcpy(&self, image.data() + block + 8, 8);
+      auto homes = volume_places(fs_.members(), self * kBlock);
+      ASSERT_TRUE(homes) << homes.error();
+      for (const MemberPlace& home : *homes) {
+        if (home.member == m && home.offset == block) at = Place{m, block, 0};
+      }
+    }
+  }
+  ASSERT_TRUE(at) << "no member holds the directory's names";
+  Bytes before(kBlock);
+  {
+    Fd fd = open_file(fs_.members()[at->member].string(), O_RDONLY);
+    ASSERT_EQ(pread(fd.get(), before.data(), kBlock, static_cast<off_t>(at->offset)), 4096);
+  }
+  ASSERT_NO_FATAL_FAILURE(corrupt(*at));
+  const Status mounted = fs_.mount();
+  ASSERT_TRUE(mounted) << mounted.error();
+
+  const Ctl run = ctl("scrub start --repair --wait");
+  EXPECT_EQ(run.status, 0) << run.out;
+  const nlohmann::json scrub = status()["scrub"];
+  EXPECT_EQ(scrub["bad_data"], 1) << scrub.dump(2);
+  EXPECT_EQ(scrub["checksum_failures"], 1) << scrub.dump(2);
+  EXPECT_EQ(scrub["unrepairable"], 0) << scrub.dump(2);
+  EXPECT_EQ(scrub["repaired"], 1) << scrub.dump(2);
+  ASSERT_EQ(scrub["bad_chunks"].size(), 1u) << scrub.dump(2);
+  EXPECT_EQ(scrub["bad_chunks"][0]["role"], at->member) << scrub.dump(2);
+  const Ctl again = ctl("scrub start --wait");
+  EXPECT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(status()["scrub"]["mismatched"], 0);
+  std::vector<std::string> listed;
+  for (const std::string& name : list_dir(path("d"))) {
+    if (name != "." && name != "..") listed.push_back(name);
+  }
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, names);
+  const Status down = fs_.unmount();
+  ASSERT_TRUE(down) << down.error();
+  Fd fd = open_file(fs_.members()[at->member].string(), O_RDONLY);
+  Bytes after(kBlock);
+  ASSERT_EQ(pread(fd.get(), after.data(), kBlock, static_cast<off_t>(at->offset)), 4096);
+  EXPECT_TRUE(same_bytes(after, before)) << "the block was not rewritten";
 }
 
 INSTANTIATE_TEST_SUITE_P(, ChecksumAtLevel,

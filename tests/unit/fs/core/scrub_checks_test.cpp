@@ -1,11 +1,13 @@
 // The scrub checked against the filesystem's checksums (RAID5 of memory members): a corrupted
-// data chunk of a file, or the parity beside file data, is named and repaired, where
-// redundancy alone can only say the stripe disagrees; and blocks that change hands after the
-// scrub's walk are never checked against a checksum that no longer describes them.
+// data chunk of a file or of a metadata block, or the parity beside file data, is named and
+// repaired, where redundancy alone can only say the stripe disagrees; and blocks that change
+// hands after the scrub's walk, or metadata homes behind the journal, are never checked
+// against a checksum that no longer describes them.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
+#include <string>
 
 #include "raid/level.hpp"
 #include "unit/fs/core/fs_test_util.hpp"
@@ -198,11 +200,138 @@ TEST(ScrubChecks, BlocksThatChangeHandsAfterTheWalkAreNotChecked) {
   checker->end();
 }
 
-TEST(ScrubChecks, AFilesystemWithoutChecksumsHasNothingToCheckWith) {
+// Metadata is checked against the checksums it carries: a damaged directory bucket, inode
+// or allocation bitmap block on one member is named and rewritten from the rest, where
+// redundancy alone (RAID5) names nothing; a second scrub is clean and a remount finds
+// nothing left to heal.
+struct MetadataCase {
+  const char* what;
+  uint64_t (*block)(const fs::FsSuperblock&);
+  uint64_t within;  // bytes into the block where the damage starts
+  // The scrub reads the block itself to learn what file data holds (the checksum table):
+  // that read finds the damage first and heals it as any metadata read does.
+  bool healed_by_lookup = false;
+};
+
+class ScrubMetadata : public testing::TestWithParam<MetadataCase> {};
+
+void flip_at(MemoryFs& t, const ChunkLocation& at, uint64_t within) {
+  auto c = t.array.media[at.member]->contents();
+  for (uint64_t i = 0; i < 64; ++i) c[at.member_offset + within + i] ^= std::byte{0x5a};
+}
+
+TEST_P(ScrubMetadata, IsNamedByItsOwnChecksumAndRepaired) {
+  MemoryFs t;
+  const Written f = write_file(t, "f", kStripe, 31);
+  for (int i = 0; i < 20; ++i) t.create(kRootInode, "name" + std::to_string(i));
+  ASSERT_TRUE(t.fs->sync().has_value());
+  t.remount();  // every home current: the journal checkpointed
+  const uint64_t b = GetParam().block(t.fs->superblock());
+  const Place at = place_of(t, b);
+  flip_at(t, at.data, at.within + GetParam().within);
+
+  const Volume::ScrubCounts blind = scrub(t, false, false);
+  EXPECT_EQ(blind.mismatched, 1u);
+  EXPECT_EQ(blind.unrepairable, 1u) << "RAID5 parity alone names nothing";
+
+  const Volume::ScrubCounts repaired = scrub(t, true, true);
+  if (GetParam().healed_by_lookup) {
+    EXPECT_EQ(repaired.mismatched, 0u);
+    EXPECT_EQ(t.fs->meta_stats().healed_blocks, 1u);
+  } else {
+    EXPECT_EQ(repaired.mismatched, 1u);
+    EXPECT_EQ(repaired.bad_data, 1u);
+    EXPECT_EQ(repaired.checksum_failures, 1u);
+    EXPECT_EQ(repaired.repaired, 1u);
+    EXPECT_EQ(repaired.unrepairable, 0u);
+    EXPECT_EQ(repaired.bad_chunks[at.data.member], 1u);
+  }
+  const Volume::ScrubCounts again = scrub(t, false, true);
+  EXPECT_EQ(again.mismatched, 0u);
+  EXPECT_EQ(again.checksum_failures, 0u);
+
+  t.remount();
+  EXPECT_TRUE(t.read(f.ino, 0, f.data.size()) == f.data);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(t.fs->lookup(kRootInode, "name" + std::to_string(i)).has_value()) << i;
+  }
+  EXPECT_EQ(t.fs->meta_stats().healed_blocks, 0u) << "the mount found what the scrub left";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Blocks, ScrubMetadata,
+    testing::Values(
+        MetadataCase{"DirectoryBucket",
+                     [](const fs::FsSuperblock& sb) { return sb.data_start + 1; }, 512},
+        MetadataCase{"DirectoryHeader", [](const fs::FsSuperblock& sb) { return sb.data_start; },
+                     0},
+        MetadataCase{"RootInode", [](const fs::FsSuperblock& sb) { return sb.inode_table_start; },
+                     64},
+        MetadataCase{"BlockBitmap",
+                     [](const fs::FsSuperblock& sb) { return sb.block_bitmap_start; }, 100},
+        MetadataCase{"InodeBitmap",
+                     [](const fs::FsSuperblock& sb) { return sb.inode_bitmap_start; }, 100},
+        MetadataCase{"ChecksumTable", [](const fs::FsSuperblock& sb) { return sb.checksum_start; },
+                     200, true}),
+    [](const testing::TestParamInfo<MetadataCase>& info) { return info.param.what; });
+
+// Free inode slots may hold anything (a device that held something else): never checked.
+// Neither is a metadata block whose home is behind its journaled image, nor a block that
+// nothing names (a free one).
+TEST(ScrubChecks, FreeInodeSlotsAndHomesBehindTheJournalAreNotChecked) {
+  MemoryFs t;
+  ASSERT_TRUE(t.fs->sync().has_value());
+  t.remount();
+  const fs::FsSuperblock sb = t.fs->superblock();
+  std::unique_ptr<ScrubChecker> checker = t.fs->scrub_checker();
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(checker->begin(stop).has_value());
+  AlignedBuffer table(kBlockSize);
+  ASSERT_TRUE(t.volume->read(sb.inode_table_start * kBlockSize, table.span()).has_value());
+  {
+    auto batch = checker->batch(0, t.volume->size());
+    ASSERT_TRUE(batch.has_value());
+    EXPECT_EQ((*batch)->check(sb.inode_table_start * kBlockSize, table.span()),
+              ScrubBatch::Verdict::good);
+    std::vector<std::byte> wrong(table.span().begin(), table.span().end());
+    for (size_t i = 5 * fs::kInodeSize; i < 6 * fs::kInodeSize; ++i) wrong[i] = std::byte{0xee};
+    EXPECT_EQ((*batch)->check(sb.inode_table_start * kBlockSize, wrong), ScrubBatch::Verdict::good)
+        << "slot 5 is free";
+    wrong[100] ^= std::byte{1};
+    EXPECT_EQ((*batch)->check(sb.inode_table_start * kBlockSize, wrong), ScrubBatch::Verdict::bad)
+        << "slot 0 is the root";
+    const std::vector<std::byte> zeros(kBlockSize);
+    EXPECT_EQ((*batch)->check((sb.data_start + 2) * kBlockSize, zeros),
+              ScrubBatch::Verdict::unknown)
+        << "a free block";
+    EXPECT_EQ((*batch)->check((sb.data_start + 1) * kBlockSize, zeros), ScrubBatch::Verdict::bad)
+        << "the root's bucket";
+  }
+  // A change not yet checkpointed: the root directory's bucket and inode are behind.
+  t.create(kRootInode, "new");
+  {
+    auto batch = checker->batch(0, t.volume->size());
+    ASSERT_TRUE(batch.has_value());
+    const std::vector<std::byte> zeros(kBlockSize);
+    EXPECT_EQ((*batch)->check((sb.data_start + 1) * kBlockSize, zeros),
+              ScrubBatch::Verdict::unknown);
+  }
+  checker->end();
+}
+
+// A filesystem without data checksums still checks its metadata.
+TEST(ScrubChecks, AFilesystemWithoutDataChecksumsStillChecksItsMetadata) {
   fs::MakeFsOptions make;
   make.checksums = false;
   MemoryFs t(64ull << 20, make);
-  EXPECT_EQ(t.fs->scrub_checker(), nullptr);
+  ASSERT_TRUE(t.fs->sync().has_value());
+  t.remount();
+  const Place at = place_of(t, t.fs->superblock().data_start + 1);
+  flip_at(t, at.data, at.within + 512);
+  const Volume::ScrubCounts repaired = scrub(t, true, true);
+  EXPECT_EQ(repaired.bad_data, 1u);
+  EXPECT_EQ(repaired.repaired, 1u);
+  EXPECT_EQ(scrub(t, false, true).mismatched, 0u);
 }
 
 }  // namespace
