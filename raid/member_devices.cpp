@@ -2,11 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "raid/aligned_buffer.hpp"
@@ -62,20 +66,69 @@ std::vector<std::string> split_device_list(const std::vector<std::string>& args)
   return out;
 }
 
-Result<int> lock_device(const std::string& path) {
+namespace {
+
+// The process that holds the flock of the file open as `fd`, from /proc/locks (0: none
+// found). Its lines read "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE 0 EOF", the device
+// numbers in hex.
+pid_t flock_holder(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return 0;
+  const std::string file = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
+                                       static_cast<uint64_t>(st.st_ino));
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream in(line);
+    std::string number, kind, mode, access, id;
+    long pid = 0;
+    if (!(in >> number >> kind) || kind != "FLOCK") continue;
+    if (!(in >> mode >> access >> pid >> id)) continue;
+    if (id == file) return static_cast<pid_t>(pid);
+  }
+  return 0;
+}
+
+// Whether process `pid` holds /dev/fuse open: a daemon whose mount is still in place.
+bool serves_fuse(pid_t pid) {
+  std::error_code ec;
+  const std::filesystem::path fds = fmt::format("/proc/{}/fd", pid);
+  for (const auto& entry : std::filesystem::directory_iterator(fds, ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(entry.path(), link_ec) == "/dev/fuse") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<int> lock_device(const std::string& path, std::chrono::milliseconds wait) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fail(errno, "{}: {}", path, strerror(errno));
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
+    if (e == EWOULDBLOCK) {
+      const pid_t holder = flock_holder(fd);
+      const bool mounted = holder != 0 && serves_fuse(holder);
+      if (!mounted && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      close(fd);
+      if (holder == 0) return fail(EBUSY, "{}: in use by another stripefs process", path);
+      return fail(EBUSY, "{}: in use by another stripefs process (pid {}{})", path, holder,
+                  mounted ? ", mounted" : "");
+    }
     close(fd);
-    if (e == EWOULDBLOCK) return fail(EBUSY, "{}: in use by another stripefs process", path);
     return fail(e, "{}: cannot lock: {}", path, strerror(e));
   }
   return fd;
 }
 
 Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& paths,
-                                              const std::string& journal) {
+                                              const std::string& journal,
+                                              std::chrono::milliseconds wait) {
   auto devices = std::make_unique<Devices>();
   std::set<std::string> seen;
   for (const std::string& p : paths) {
@@ -86,7 +139,7 @@ Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& pa
   std::vector<std::string> all = paths;
   if (!journal.empty()) all.push_back(journal);
   for (const std::string& p : all) {
-    auto fd = lock_device(p);
+    auto fd = lock_device(p, wait);
     if (!fd) return fail(fd.error());
     devices->locks.push_back(*fd);
   }

@@ -2,6 +2,7 @@
 // locked with flock, then opened as a FileMember with the default InMemory::automatic (member
 // files on tmpfs are driven inline: file_member.hpp).
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,9 +34,18 @@ struct Devices {
   Member* adopt(OpenedDevice device);
 };
 
-// Takes `path`'s exclusive flock (LOCK_NB): the descriptor that holds it, or EBUSY when
-// another stripefs process holds it.
-Result<int> lock_device(const std::string& path);
+// How long opening members waits for a stripefs process that is letting go of them:
+// `umount` returns as soon as the kernel has detached the mount, while the daemon is still
+// writing back and closing the array (seconds, with a full cache). A mount, fsck or mkfs
+// right after an umount waits for it instead of failing.
+constexpr std::chrono::milliseconds kReleaseWait{30000};
+
+// Takes `path`'s exclusive flock: the descriptor that holds it, or EBUSY when another
+// stripefs process holds it. For up to `wait`, a holder that serves no FUSE session (a
+// daemon closing after its unmount, an fsck, a mkfs) is waited for; one that serves a mount
+// is refused at once.
+Result<int> lock_device(const std::string& path,
+                        std::chrono::milliseconds wait = std::chrono::milliseconds{0});
 
 // Opens one more device on `engine` (which must outlive it), locked as open_devices does.
 Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine);
@@ -45,9 +55,10 @@ Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine);
 std::vector<std::string> split_device_list(const std::vector<std::string>& args);
 
 // Opens every path exclusively: a device another stripefs process holds is refused, so two
-// daemons never drive one array. `journal` may be empty.
+// daemons never drive one array (after waiting as lock_device does). `journal` may be empty.
 Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& paths,
-                                              const std::string& journal);
+                                              const std::string& journal,
+                                              std::chrono::milliseconds wait = kReleaseWait);
 
 // The block devices (from /proc/partitions) that carry a member superblock of the array
 // `uuid`: how UUID=... sources find their members.
