@@ -33,6 +33,8 @@ constexpr const char* kUsage =
     "  io_threads=N          FUSE worker threads (default: twice the CPUs, 4 to 16)\n"
     "  readahead=SIZE        the mount's kernel readahead (default 4M, as btrfs sets; 0 keeps\n"
     "                        the kernel's 128K)\n"
+    "  fsname=NAME           the mount's source as mount(8) and df show it (default: the\n"
+    "                        first member); subtype=NAME its type, fuse.NAME (stripefs)\n"
     "  writeback_cache       let the kernel cache writes too\n"
     "  direct_io             bypass the kernel page cache for file data\n"
     "  force                 start a dirty degraded array, rebuild damaged bitmap/journal\n"
@@ -70,6 +72,8 @@ struct Raw {
   int foreground = 0;
   int debug = 0;
   int single = 0;
+  int fsname_given = 0;
+  int subtype_given = 0;
   std::vector<std::string> positional;
   ~Raw() {
     for (char* p : {journal_device, write_hole, cache_size, readahead, speed_limit_min,
@@ -79,7 +83,16 @@ struct Raw {
   }
 };
 
-enum Key { kKeyHelp, kKeyVersion, kKeyForeground, kKeyDebug, kKeySingle, kKeyReadOnly };
+enum Key {
+  kKeyHelp,
+  kKeyVersion,
+  kKeyForeground,
+  kKeyDebug,
+  kKeySingle,
+  kKeyReadOnly,
+  kKeyFsname,
+  kKeySubtype
+};
 
 #define STRIPEFS_OPT(t, p, v) \
   { t, offsetof(Raw, p), v }
@@ -109,6 +122,8 @@ const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0
                              FUSE_OPT_KEY("debug", kKeyDebug),
                              FUSE_OPT_KEY("-s", kKeySingle),
                              FUSE_OPT_KEY("ro", kKeyReadOnly),
+                             FUSE_OPT_KEY("fsname=", kKeyFsname),
+                             FUSE_OPT_KEY("subtype=", kKeySubtype),
                              FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
                              FUSE_OPT_END};
 #undef STRIPEFS_OPT
@@ -137,6 +152,12 @@ int option_proc(void* data, const char* arg, int key, fuse_args*) {
     case kKeyReadOnly:
       c->read_only = 1;
       return 1;  // the kernel must know too
+    case kKeyFsname:
+      c->fsname_given = 1;
+      return 1;  // FUSE's own option: the user's name for the mount wins over ours
+    case kKeySubtype:
+      c->subtype_given = 1;
+      return 1;
     default:
       return 1;
   }
@@ -259,6 +280,8 @@ Result<MountOptions> parse_mount_options(fuse_args& args, std::string (*fuse_com
   out.foreground = raw.foreground != 0;
   out.debug = raw.debug != 0;
   out.single = raw.single != 0;
+  out.fsname_given = raw.fsname_given != 0;
+  out.subtype_given = raw.subtype_given != 0;
   if (auto ok = check_values(raw, out); !ok) return fail(ok.error());
   return out;
 }

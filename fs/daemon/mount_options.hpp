@@ -36,6 +36,8 @@ struct MountOptions {
   bool foreground = false;               // -f (and -d)
   bool debug = false;                    // -d, -o debug
   bool single = false;                   // -s
+  bool fsname_given = false;             // fsname=NAME (passed to FUSE, which takes it)
+  bool subtype_given = false;            // subtype=NAME likewise
   bool help = false;                     // -h, --help: nothing else is checked
   bool version = false;                  // -V, --version: likewise
 };

@@ -149,8 +149,11 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   context.direct_io = config.direct_io;
   // The kernel checks permissions from the mode bits, as on any local filesystem.
   fuse_opt_add_arg(&args, "-odefault_permissions");
-  fuse_opt_add_arg(&args, fmt::format("-ofsname={}", paths.front()).c_str());
-  fuse_opt_add_arg(&args, "-osubtype=stripefs");
+  // The mount's name (mount(8), df, findmnt) and type: the user's, when given.
+  if (!config.fsname_given) {
+    fuse_opt_add_arg(&args, fmt::format("-ofsname={}", paths.front()).c_str());
+  }
+  if (!config.subtype_given) fuse_opt_add_arg(&args, "-osubtype=stripefs");
   const fuse_lowlevel_ops ops = fs::fuse_operations();
   std::unique_ptr<fuse_session, void (*)(fuse_session*)> session(
       fuse_session_new(&args, &ops, sizeof(ops), &context), fuse_session_destroy);
@@ -340,8 +343,14 @@ int main(int argc, char** argv) {
     journal_log();
     auto syslog =
         std::make_shared<spdlog::sinks::syslog_sink_mt>("stripefs", LOG_PID, LOG_DAEMON, false);
+    // The log goes to syslog (the journal) only: a mount that succeeds is silent on the
+    // terminal, as mount(8) and the scripts around it expect; one that fails prints its one
+    // line (Launch::fail).
     for (const char* name : {"fs", "raid", "journal"}) {
-      if (auto logger = spdlog::get(name)) logger->sinks().push_back(syslog);
+      if (auto logger = spdlog::get(name)) {
+        for (auto& sink : logger->sinks()) sink->set_level(spdlog::level::off);
+        logger->sinks().push_back(syslog);
+      }
     }
   }
   return run(config, args, launch);

@@ -21,6 +21,24 @@ namespace {
 
 namespace fsys = std::filesystem;
 
+// The type and source mountinfo shows for `mountpoint` ({"", ""}: not mounted).
+std::pair<std::string, std::string> mount_entry(const std::string& mountpoint) {
+  std::ifstream info("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(info, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, rest;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point != mountpoint) continue;
+    while (fields >> rest && rest != "-") {
+    }
+    std::string type, source;
+    fields >> type >> source;
+    return {type, source};
+  }
+  return {};
+}
+
 std::string fstype_of(const std::string& mountpoint) {
   std::ifstream info("/proc/self/mountinfo");
   std::string line;
@@ -92,6 +110,55 @@ TEST_F(FstabMount, MountTypeFuseStripefsMountsAndRemounts) {
   EXPECT_EQ(line, "from fstab");
   // Read-only: the kernel refuses writes before they reach the daemon.
   EXPECT_FALSE(std::ofstream(mnt_ + "/new").good() && fsys::exists(mnt_ + "/new"));
+}
+
+// mount(8) and the scripts around it expect silence from a mount that succeeds; a user's
+// fsname= and subtype= name the mount, as on every other FUSE filesystem.
+TEST_F(FstabMount, ASuccessfulMountIsSilentAndTheUsersNamesWin) {
+  if (std::getenv("STRIPEFS_TEST_TARGET") != nullptr) GTEST_SKIP() << "needs the daemon";
+  const Command mounted = mount("allow_other");
+  ASSERT_EQ(mounted.status, 0) << mounted.output;
+  EXPECT_EQ(mounted.output, "") << "a successful mount printed something";
+  EXPECT_EQ(mount_entry(mnt_), std::make_pair(std::string("fuse.stripefs"), dir_ + "/m0"));
+  ASSERT_EQ(run("umount '" + mnt_ + "'").status, 0);
+  const Command named = run("'" + bin_dir_ + "/stripefs' -o fsname=nas0,subtype=nas '" + source_ +
+                            "' '" + mnt_ + "'");
+  ASSERT_EQ(named.status, 0) << named.output;
+  EXPECT_EQ(named.output, "");
+  EXPECT_EQ(mount_entry(mnt_), std::make_pair(std::string("fuse.nas"), std::string("nas0")));
+}
+
+// umount returns once the kernel has let go of the mount, while the daemon is still writing
+// back and closing the array: a mount of the same members at once (scripts, test suites,
+// systemd) waits for it rather than failing with "in use". A mount of members that a
+// mounted daemon holds is still refused at once.
+TEST_F(FstabMount, UmountThenMountAtOnceWorksEveryTime) {
+  if (std::getenv("STRIPEFS_TEST_TARGET") != nullptr) GTEST_SKIP() << "needs the daemon";
+  const Bytes data = random_bytes(24u << 20, 5);
+  for (int round = 0; round < 4; ++round) {
+    const Command mounted = mount("allow_other");
+    ASSERT_EQ(mounted.status, 0) << "round " << round << ": " << mounted.output;
+    if (round > 0) {
+      EXPECT_TRUE(same_bytes(read_file(mnt_ + "/f" + std::to_string(round - 1)), data));
+    }
+    {
+      std::ofstream out(mnt_ + "/f" + std::to_string(round), std::ios::binary);
+      out.write(reinterpret_cast<const char*>(data.data()),
+                static_cast<std::streamsize>(data.size()));
+    }
+    if (round == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      const Command twice = run("'" + bin_dir_ + "/stripefs' '" + source_ + "' '" + dir_ + "'");
+      EXPECT_NE(twice.status, 0);
+      EXPECT_NE(twice.output.find("in use by another stripefs process"), std::string::npos)
+          << twice.output;
+      EXPECT_NE(twice.output.find("mounted"), std::string::npos) << twice.output;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
+          << "a mounted holder was waited for";
+    }
+    const Command unmounted = run("umount '" + mnt_ + "'");
+    ASSERT_EQ(unmounted.status, 0) << unmounted.output;
+  }
 }
 
 TEST_F(FstabMount, BadOptionsAndSourcesAreOneClearLine) {

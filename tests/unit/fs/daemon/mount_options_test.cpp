@@ -109,6 +109,24 @@ TEST(MountOptions, WhatFuseMustSeeStaysInTheArguments) {
   EXPECT_TRUE(od->debug);
 }
 
+// A user's fsname= and subtype= go on to FUSE, and say that they were given (so the daemon
+// does not add its own, which would win as the later option).
+TEST(MountOptions, TheUsersFsnameAndSubtypeAreKeptAndNoted) {
+  std::vector<std::string> left;
+  auto o = parse({"stripefs", "-o", "allow_other,fsname=nas0,subtype=nas", "s", "/m"}, &left);
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_TRUE(o->fsname_given);
+  EXPECT_TRUE(o->subtype_given);
+  std::string joined;
+  for (const auto& a : left) joined += a + " ";
+  EXPECT_NE(joined.find("fsname=nas0"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("subtype=nas"), std::string::npos) << joined;
+  auto plain = parse({"stripefs", "s", "/m"});
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->fsname_given);
+  EXPECT_FALSE(plain->subtype_given);
+}
+
 TEST(MountOptions, HelpAndVersionNeedNothingElse) {
   for (const char* flag : {"-h", "--help"}) {
     auto o = parse({"stripefs", flag});
@@ -164,9 +182,10 @@ TEST(MountOptions, UsageErrors) {
 
 TEST(MountOptions, UsageNamesEveryOption) {
   const std::string usage = mount_usage();
-  for (const char* name : {"journal_device=", "write_hole=", "writeback_delay=", "commit_interval=",
-                           "cache_size=", "io_threads=", "readahead=", "writeback_cache",
-                           "direct_io", "force", "max_read_errors=", "-f", "-d", "-s"}) {
+  for (const char* name :
+       {"journal_device=", "write_hole=", "writeback_delay=", "commit_interval=", "cache_size=",
+        "io_threads=", "readahead=", "writeback_cache", "direct_io", "force",
+        "max_read_errors=", "fsname=", "subtype=", "-f", "-d", "-s"}) {
     EXPECT_NE(usage.find(name), std::string::npos) << name;
   }
 }
