@@ -10,8 +10,8 @@
 
 namespace stripefs::fs {
 
-Result<void> Checker::check_shared_blocks() {
-  progress("Pass 1b: blocks claimed twice", 0, 1);
+Result<void> Checker::check_shared_blocks(bool again) {
+  if (!again) progress("Pass 1b: blocks claimed twice", 0, 1);  // once: a pass, not a step
   std::vector<bool> used(sb_.total_blocks, false);
   std::map<uint64_t, std::vector<uint64_t>> shared;  // by inode: the blocks it claims second
   for (uint64_t ino = 1; ino < inodes_.size(); ++ino) {

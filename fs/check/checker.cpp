@@ -191,8 +191,8 @@ Result<CheckReport> Checker::run() {
   if (auto r = rewrite_trees(); !r) return fail(r.error());
   if (auto r = check_shared_blocks(); !r) return fail(r.error());
   if (auto r = check_directories(); !r) return fail(r.error());
-  if (auto r = rewrite_trees(); !r) return fail(r.error());        // of inodes pass 2 took in
-  if (auto r = check_shared_blocks(); !r) return fail(r.error());  // what they claim
+  if (auto r = rewrite_trees(); !r) return fail(r.error());            // of inodes pass 2 took in
+  if (auto r = check_shared_blocks(true); !r) return fail(r.error());  // what they claim
   if (auto r = check_connectivity(); !r) return fail(r.error());
   if (auto r = check_space(); !r) return fail(r.error());
   if (auto r = check_checksums(); !r) return fail(r.error());

@@ -99,7 +99,7 @@ class Checker {
   // ---- pass 1b (check_shared.cpp) ----
   // Blocks two inodes (or one, twice) claim: reported; repairing, every claimant after the
   // first gets copies of its own, as e2fsck's passes 1b-1d clone them.
-  Result<void> check_shared_blocks();
+  Result<void> check_shared_blocks(bool again = false);  // again: after pass 2, unannounced
   Result<void> give_copies(uint64_t ino, const std::vector<uint64_t>& shared);
   // Volume block `from`'s contents written at `to`: a directory's blocks, sealed with the
   // block they live in, are sealed again; a file's data carries its checksum along.
