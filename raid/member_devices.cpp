@@ -170,6 +170,13 @@ Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine) {
   return device;
 }
 
+std::optional<std::string> source_array_uuid(const std::vector<std::string>& sources) {
+  if (sources.size() != 1) return std::nullopt;
+  const std::string& s = sources[0];
+  if (s.starts_with("UUID=") || s.starts_with("uuid=")) return s.substr(5);
+  return std::nullopt;
+}
+
 Result<std::vector<std::string>> find_array_members(const std::string& text) {
   auto uuid = parse_uuid(text);
   if (!uuid) return fail(EINVAL, "UUID={}: {}", text, uuid.error().message);

@@ -3,6 +3,7 @@
 // files on tmpfs are driven inline: file_member.hpp).
 #pragma once
 #include <chrono>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,11 @@ std::vector<std::string> split_device_list(const std::vector<std::string>& args)
 Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& paths,
                                               const std::string& journal,
                                               std::chrono::milliseconds wait = kReleaseWait);
+
+// The array UUID a source names as UUID=... or uuid=... (nullopt: a device list). The lower
+// case is for /etc/fstab and mount(8): they look an upper-case UUID= up with libblkid,
+// which knows no stripefs members, while uuid= reaches the daemon as it is.
+std::optional<std::string> source_array_uuid(const std::vector<std::string>& sources);
 
 // The block devices (from /proc/partitions) that carry a member superblock of the array
 // `uuid`: how UUID=... sources find their members.

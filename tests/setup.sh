@@ -11,6 +11,12 @@ member_size=${STRIPEFS_MEMBER_SIZE:-1G}
 
 bash "$top/tests/install-deps.sh"
 bash "$top/tests/build.sh" release
+# Where mount(8), fsck(8) and man look: stripefs, mkfs.stripefs, fsck.stripefs (and
+# fsck.fuse.stripefs), stripefsctl in /usr/local/sbin, the man pages in /usr/local/share/man.
+# build/install_manifest.txt lists every file, for uninstalling.
+cmake --install "$top/build" >/dev/null
+echo "setup.sh: installed stripefs, mkfs.stripefs, fsck.stripefs, stripefsctl and their man" \
+  "pages under /usr/local"
 echo
 # A daemon that is gone (killed, or the machine restarted under it) leaves its mount behind,
 # and every access to it fails with "Transport endpoint is not connected". Detach it; the
@@ -35,14 +41,14 @@ if [ ! -e "$created" ]; then
   rm -f "${members[@]}" "$journal"
   for m in "${members[@]}"; do truncate -s "$member_size" "$m"; done
   # The write-hole journal is the default one, mirrored on the first two members.
-  "$top/build/fs/mkfs.stripefs" -l 5 -n 4 -c 64K -L demo "${members[@]}"
+  /usr/local/sbin/mkfs.stripefs -l 5 -n 4 -c 64K -L demo "${members[@]}"
   touch "$created"
 fi
 source=$(IFS=:; echo "${members[*]}")
 options=allow_other
 # A demo made before the journal moved onto the members keeps it in a file of its own.
 if [ -e "$journal" ]; then options="journal_device=$journal,$options"; fi
-if ! "$top/build/fs/stripefs" -o "$options" "$source" "$mnt"; then
+if ! mount -t fuse.stripefs -o "$options" "$source" "$mnt"; then
   echo "setup.sh: cannot mount the demo in $state (made by an older stripefs whose on-disk" \
     "format changed?); to make it again, remove $created and run this again" >&2
   exit 1

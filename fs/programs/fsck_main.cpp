@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
   const bool repair = yes || preen;
 
   std::vector<std::string> paths;
-  if (sources.size() == 1 && sources[0].starts_with("UUID=")) {
-    auto found = find_array_members(sources[0].substr(5));
+  if (const auto uuid = source_array_uuid(sources)) {
+    auto found = find_array_members(*uuid);
     if (!found) return operational(found.error().message);
     paths = *found;
   } else {

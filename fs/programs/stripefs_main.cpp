@@ -121,8 +121,8 @@ struct Launch {
 int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   const std::string mountpoint = config.mountpoint;
   std::vector<std::string> paths;
-  if (config.sources.size() == 1 && config.sources[0].starts_with("UUID=")) {
-    auto found = find_array_members(config.sources[0].substr(5));
+  if (const auto uuid = source_array_uuid(config.sources)) {
+    auto found = find_array_members(*uuid);
     if (!found) return launch.fail(found.error().message);
     paths = *found;
   } else {

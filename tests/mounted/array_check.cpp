@@ -44,6 +44,14 @@ std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
   return std::pair<uint64_t, uint64_t>{sb->journal_offset, sb->journal_size};
 }
 
+std::expected<std::string, std::string> member_array_uuid(const std::filesystem::path& member) {
+  auto devices = open_devices({member.string()}, "");
+  if (!devices) return std::unexpected(devices.error().message);
+  auto sb = read_superblock(*(*devices)->members[0]);
+  if (!sb) return std::unexpected(sb.error().message);
+  return format_uuid(sb->array_uuid);
+}
+
 std::expected<uint64_t, std::string> member_data_offset(const std::filesystem::path& member) {
   auto devices = open_devices({member.string()}, "");
   if (!devices) return std::unexpected(devices.error().message);

@@ -20,6 +20,9 @@ std::expected<uint64_t, std::string> inconsistent_stripes(
 std::expected<std::pair<uint64_t, uint64_t>, std::string> member_journal_area(
     const std::filesystem::path& member);
 
+// The UUID of the array `member` belongs to, as its superblock records it (8-4-4-4-12).
+std::expected<std::string, std::string> member_array_uuid(const std::filesystem::path& member);
+
 // Where the data area starts on `member` (bytes), as its superblock records it.
 std::expected<uint64_t, std::string> member_data_offset(const std::filesystem::path& member);
 
