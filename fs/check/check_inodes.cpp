@@ -116,22 +116,21 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
 
   if (disk.xattr_block != 0) {
     const uint64_t x = disk.xattr_block;
-    AlignedBuffer xattrs = fresh_block();
-    Result<void> ok = in_data_area(x, 1)
-                          ? read_verified(x, xattrs, fmt::format("inode {}: xattr block", ino),
-                                          [x](Image i) -> Result<void> {
-                                            auto d = decode_xattrs(i, x);
-                                            return d ? Result<void>() : fail(d.error());
-                                          })
-                          : fail(EUCLEAN, "field xattr_block: {} outside the data area", x);
+    const uint32_t n = std::max<uint32_t>(disk.xattr_blocks, 1);
+    Result<void> ok = fail(EUCLEAN, "field xattr_block: {} (+{}) outside the data area", x, n);
+    if (in_data_area(x, n)) {
+      auto attrs = read_xattrs(ino, disk);
+      ok = attrs ? Result<void>() : fail(attrs.error());
+    }
     if (!ok && ok.error().code != EUCLEAN) return ok;
     if (ok) {
-      held.emplace_back(x, 1);
+      held.emplace_back(x, n);
     } else {
       found(fmt::format("inode {}: xattr block {}: {}{}", ino, x, ok.error().message,
                         options_.repair ? "; its xattrs are dropped" : ""),
             options_.repair, false);
       disk.xattr_block = 0;
+      disk.xattr_blocks = 0;
       rewrite = true;
     }
   }

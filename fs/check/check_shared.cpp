@@ -69,18 +69,33 @@ Result<void> Checker::give_copies(uint64_t ino, const std::vector<uint64_t>& sha
   auto disk =
       decode_inode(std::span<const std::byte>(slot.data() + slot_offset(ino), kInodeSize), ino);
   if (!disk) return fail(disk.error());
-  if (disk->xattr_block != 0 && is_shared(disk->xattr_block)) {
-    auto space = allocate(1);
+  const uint32_t xattr_blocks = std::max<uint32_t>(disk->xattr_blocks, 1);
+  bool xattrs_shared = false;
+  for (uint32_t b = 0; disk->xattr_block != 0 && b < xattr_blocks; ++b) {
+    xattrs_shared = xattrs_shared || is_shared(disk->xattr_block + b);
+  }
+  if (xattrs_shared) {
+    auto space = allocate(xattr_blocks);
     if (!space) return fail(space.error().code, "inode {}: {}", ino, space.error().message);
+    if (space->size() != 1) {
+      return fail(ENOSPC, "inode {}: no {} contiguous blocks for its xattrs", ino, xattr_blocks);
+    }
     const uint64_t to = space->front().first;
-    AlignedBuffer block = fresh_block();
-    if (auto r = read(disk->xattr_block, block); !r) return r;
-    auto attrs = decode_xattrs(image(block), disk->xattr_block);
+    auto attrs = read_xattrs(ino, *disk);
     if (!attrs) return fail(attrs.error());
-    encode_xattrs(*attrs, to, std::span<std::byte, kBlockSize>(block.data(), kBlockSize));
-    if (auto r = write(to, block.span().first(kBlockSize)); !r) return r;
+    std::vector<std::byte> images(static_cast<size_t>(xattr_blocks) * kBlockSize);
+    if (xattr_blocks == 1) {
+      encode_xattrs(*attrs, to, std::span<std::byte, kBlockSize>(images.data(), kBlockSize));
+    } else {
+      encode_xattr_run(*attrs, to, xattr_blocks, images);
+    }
+    for (uint32_t b = 0; b < xattr_blocks; ++b) {
+      if (auto r = write(to + b, std::span(images).subspan(b * kBlockSize, kBlockSize)); !r) {
+        return r;
+      }
+    }
     for (auto& [first, count] : meta) {
-      if (first == disk->xattr_block && count == 1) first = to;
+      if (first == disk->xattr_block && count == xattr_blocks) first = to;
     }
     disk->xattr_block = to;
     if (auto r = rewrite_inode(ino, *disk); !r) return r;

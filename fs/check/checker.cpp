@@ -66,6 +66,26 @@ Result<void> Checker::read_verified(uint64_t b, AlignedBuffer& out, const std::s
   return {};
 }
 
+Result<std::vector<Xattr>> Checker::read_xattrs(uint64_t ino, const DiskInode& disk) {
+  const uint64_t first = disk.xattr_block;
+  const uint32_t blocks = std::max<uint32_t>(disk.xattr_blocks, 1);
+  std::vector<std::byte> run(static_cast<size_t>(blocks) * kBlockSize);
+  AlignedBuffer block = fresh_block();
+  for (uint32_t b = 0; b < blocks; ++b) {
+    const uint64_t at = first + b;
+    auto ok = read_verified(at, block, fmt::format("inode {}: xattr block", ino),
+                            [at, blocks](Image i) -> Result<void> {
+                              if (blocks >= 2) return verify_xattr_run_block(i, at);
+                              auto d = decode_xattrs(i, at);
+                              return d ? Result<void>() : fail(d.error());
+                            });
+    if (!ok) return fail(ok.error());
+    std::memcpy(run.data() + b * kBlockSize, block.data(), kBlockSize);
+  }
+  if (blocks == 1) return decode_xattrs(Image(run.data(), kBlockSize), first);
+  return decode_xattr_run(run, first);
+}
+
 Result<void> Checker::write(uint64_t b, std::span<const std::byte> image) {
   AlignedBuffer aligned(kBlockSize);
   std::memcpy(aligned.data(), image.data(), kBlockSize);

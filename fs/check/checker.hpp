@@ -17,6 +17,7 @@
 
 #include "fs/check/check.hpp"
 #include "fs/core/format.hpp"
+#include "fs/core/xattr_format.hpp"
 #include "raid/aligned_buffer.hpp"
 
 namespace stripefs::fs {
@@ -53,6 +54,8 @@ class Checker {
   Result<void> read_verified(uint64_t b, AlignedBuffer& out, const std::string& what,
                              const Verify& verify);
   Result<void> write(uint64_t b, std::span<const std::byte> image);  // repair only
+  // Inode `ino`'s xattrs (xattr_block, in either form), each block read_verified.
+  Result<std::vector<Xattr>> read_xattrs(uint64_t ino, const DiskInode& disk);
   void found(std::string what, bool fixed, bool safe = true);
   bool in_data_area(uint64_t first, uint64_t count) const {
     return first >= sb_.data_start && first <= sb_.total_blocks &&

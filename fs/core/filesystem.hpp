@@ -58,6 +58,7 @@
 #include "fs/core/data_buffers.hpp"
 #include "fs/core/directory_index.hpp"
 #include "fs/core/format.hpp"
+#include "fs/core/xattr_format.hpp"
 #include "fs/core/inode_table.hpp"
 #include "fs/core/meta_store.hpp"
 #include "fs/core/orphan_list.hpp"

@@ -68,6 +68,7 @@ constexpr size_t kInInline = 112;  // kInlineExtents * 24 bytes
 constexpr size_t kInInlineEnd = kInInline + kInlineExtents * 24;
 constexpr size_t kInFlags = 232;
 constexpr size_t kInSymlinkCrc = 236;
+constexpr size_t kInXattrBlocks = 240;  // minor 2; zero in inodes written before
 constexpr size_t kInChecksum = kInodeSize - 4;
 static_assert(kInInlineEnd <= kInFlags && kInFlags + 4 <= kInChecksum);
 static_assert(kInlineSymlink < kInlineExtents * 24);
@@ -115,6 +116,8 @@ const char* kind_name(BlockKind kind) {
       return "extent index";
     case BlockKind::xattr:
       return "xattr block";
+    case BlockKind::xattr_run:
+      return "xattr run block";
     case BlockKind::bitmap:
       return "allocation bitmap";
     case BlockKind::checksums:
@@ -337,6 +340,7 @@ void encode_inode(const DiskInode& n, std::span<std::byte> out) {
   put_le<uint64_t>(out, kInRdev, n.rdev);
   put_le<uint64_t>(out, kInParent, n.parent);
   put_le<uint64_t>(out, kInXattr, n.xattr_block);
+  put_le<uint32_t>(out, kInXattrBlocks, n.xattr_blocks);
   put_le<uint32_t>(out, kInTreeDepth, n.tree_depth);
   put_le<uint64_t>(out, kInTreeRoot, n.tree_root);
   uint32_t flags = 0;
@@ -377,6 +381,7 @@ Result<DiskInode> decode_inode(std::span<const std::byte> in, uint64_t ino) {
   n.rdev = get_le<uint64_t>(in, kInRdev);
   n.parent = get_le<uint64_t>(in, kInParent);
   n.xattr_block = get_le<uint64_t>(in, kInXattr);
+  n.xattr_blocks = get_le<uint32_t>(in, kInXattrBlocks);
   n.tree_depth = get_le<uint32_t>(in, kInTreeDepth);
   n.tree_root = get_le<uint64_t>(in, kInTreeRoot);
   const uint32_t count = get_le<uint32_t>(in, kInExtentCount);
@@ -398,6 +403,11 @@ Result<DiskInode> decode_inode(std::span<const std::byte> in, uint64_t ino) {
     if (auto ok = check_extents(n.inline_extents, fmt::format("inode {}", ino)); !ok) {
       return fail(ok.error());
     }
+  }
+  if (n.xattr_blocks == 1 || n.xattr_blocks > kMaxXattrBlocks ||
+      (n.xattr_blocks != 0 && n.xattr_block == 0)) {
+    return fail(EUCLEAN, "inode {}: field xattr_blocks: {} (xattr block {})", ino, n.xattr_blocks,
+                n.xattr_block);
   }
   if (n.tree_depth > 4 || (n.tree_depth != 0 && n.tree_root == 0)) {
     return fail(EUCLEAN, "inode {}: field tree_depth: {} (root {})", ino, n.tree_depth,
@@ -579,51 +589,6 @@ Result<std::optional<DirEntry>> find_in_dir_bucket(std::span<const std::byte, kB
     at += 18 + length;
   }
   return std::optional<DirEntry>();
-}
-
-// ---------------------------------------------------------------- xattrs
-
-size_t xattr_bytes(std::span<const Xattr> attrs) {
-  size_t total = 0;
-  for (const Xattr& x : attrs) total += 4 + x.name.size() + x.value.size();
-  return total;
-}
-
-void encode_xattrs(std::span<const Xattr> attrs, uint64_t self,
-                   std::span<std::byte, kBlockSize> out) {
-  std::memset(out.data(), 0, kBlockSize);
-  put_le<uint32_t>(out, kHeaderSize, static_cast<uint32_t>(attrs.size()));
-  size_t at = kHeaderSize + 4;
-  for (const Xattr& x : attrs) {
-    put_le<uint8_t>(out, at, static_cast<uint8_t>(x.name.size()));
-    put_le<uint16_t>(out, at + 1, static_cast<uint16_t>(x.value.size()));
-    std::memcpy(out.data() + at + 4, x.name.data(), x.name.size());
-    std::memcpy(out.data() + at + 4 + x.name.size(), x.value.data(), x.value.size());
-    at += 4 + x.name.size() + x.value.size();
-  }
-  seal_block(out, BlockKind::xattr, self);
-}
-
-Result<std::vector<Xattr>> decode_xattrs(std::span<const std::byte, kBlockSize> in, uint64_t self) {
-  if (auto ok = verify_block(in, BlockKind::xattr, self); !ok) return fail(ok.error());
-  const uint32_t count = get_le<uint32_t>(in, kHeaderSize);
-  std::vector<Xattr> attrs;
-  size_t at = kHeaderSize + 4;
-  for (uint32_t i = 0; i < count; ++i) {
-    if (at + 4 > kBlockSize) {
-      return fail(EUCLEAN, "xattr block at volume block {}: entry {}: runs past the block", self,
-                  i);
-    }
-    const size_t name = get_le<uint8_t>(in, at);
-    const size_t value = get_le<uint16_t>(in, at + 1);
-    if (name == 0 || at + 4 + name + value > kBlockSize) {
-      return fail(EUCLEAN, "xattr block at volume block {}: entry {}: field length", self, i);
-    }
-    const char* p = reinterpret_cast<const char*>(in.data() + at + 4);
-    attrs.push_back({std::string(p, name), std::string(p + name, value)});
-    at += 4 + name + value;
-  }
-  return attrs;
 }
 
 // ---------------------------------------------------------------- symlinks

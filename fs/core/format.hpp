@@ -41,11 +41,13 @@ constexpr uint64_t kRootInode = 1;  // FUSE_ROOT_ID: inode numbers are table ind
 constexpr uint32_t kMaxNameLength = 255;
 constexpr uint32_t kMaxSymlinkLength = 4095;
 constexpr uint64_t kMaxFileSize = 1ull << 44;  // 16 TiB, as ext4 with 4 KiB blocks
+constexpr uint32_t kMaxXattrBlocks = 64;       // an inode's xattrs: at most ~255 KiB
 // Format 2 adds data checksums (and with them copy-on-write overwrites, which a format-1
 // program would not make: so it must not mount one); format 1 is still read and written,
 // without checksums.
-constexpr uint16_t kFormatMajor = 2;        // incompatible changes
-constexpr uint16_t kFormatMinor = 1;        // compatible additions (1: the orphan list)
+constexpr uint16_t kFormatMajor = 2;  // incompatible changes
+// Compatible additions: 1 the orphan list, 2 xattrs in runs of blocks (xattr_format.hpp).
+constexpr uint16_t kFormatMinor = 2;
 constexpr uint16_t kFormatNoChecksums = 1;  // the major of a filesystem without checksums
 
 // ---- filesystem superblock ----
@@ -96,6 +98,7 @@ enum class BlockKind : uint32_t {
   extent_leaf = 0x464c4553,
   extent_index = 0x58494553,
   xattr = 0x41584453,
+  xattr_run = 0x52584453,  // "SDXR": one block of an inode's xattrs kept in several
   bitmap = 0x504d4253,
   checksums = 0x4d534353,  // "SCSM"
 };
@@ -144,6 +147,7 @@ struct DiskInode {
   uint64_t rdev = 0;
   uint64_t parent = 0;  // directories: the parent's inode (for "..")
   uint64_t xattr_block = 0;
+  uint32_t xattr_blocks = 0;  // 0: xattr_block is one block; N >= 2: a run of N (minor 2)
   // Extents: inline when tree_depth == 0 (up to kInlineExtents), else a tree whose root
   // block is tree_root. Symlinks shorter than kInlineSymlink keep their target inline.
   uint32_t tree_depth = 0;
@@ -212,17 +216,6 @@ Result<DirBucket> decode_dir_bucket(std::span<const std::byte, kBlockSize> in, u
 Result<std::optional<DirEntry>> find_in_dir_bucket(std::span<const std::byte, kBlockSize> in,
                                                    uint64_t self, uint64_t key,
                                                    std::string_view name, uint64_t* overflow);
-
-// ---- xattr block: every attribute of one inode ----
-struct Xattr {
-  std::string name;  // with its namespace: "user.foo"
-  std::string value;
-};
-constexpr size_t kXattrCapacity = kBlockSize - kHeaderSize - 4;
-size_t xattr_bytes(std::span<const Xattr> attrs);
-void encode_xattrs(std::span<const Xattr> attrs, uint64_t self,
-                   std::span<std::byte, kBlockSize> out);
-Result<std::vector<Xattr>> decode_xattrs(std::span<const std::byte, kBlockSize> in, uint64_t self);
 
 // ---- symlink target block (targets too long for the inode) ----
 // The target fills file block 0 as raw bytes (a target may be kMaxSymlinkLength long), and

@@ -123,7 +123,9 @@ Result<void> Filesystem::destroy_inode(Inode& inode, Lock& lock) {
   if (auto r = free_range(inode, 0, UINT64_MAX); !r) return r;
   for (uint64_t b : inode.tree_blocks) free_blocks(b, 1);
   inode.tree_blocks.clear();
-  if (inode.disk.xattr_block != 0) free_blocks(inode.disk.xattr_block, 1);
+  if (inode.disk.xattr_block != 0) {
+    free_blocks(inode.disk.xattr_block, std::max<uint32_t>(inode.disk.xattr_blocks, 1));
+  }
   const uint32_t generation = inode.disk.generation;
   inode.disk = DiskInode{};
   inode.disk.generation = generation;

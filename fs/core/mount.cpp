@@ -105,6 +105,10 @@ Result<void> Filesystem::start() {
   const bool unclean = sb_.state == FsState::mounted;
   if (!options_.read_only) {
     ++sb_.mount_count;
+    // Minor 2 adds only what a writer may now put down (xattr runs): a filesystem of minor
+    // 1 says so from its first read-write mount on. (Minor 0 lacks the orphan list's blocks
+    // and stays as it is.)
+    if (sb_.minor == 1) sb_.minor = kFormatMinor;
     if (auto r = write_superblock(FsState::mounted); !r) return r;
   }
   last_commit_ = monotonic_ns();

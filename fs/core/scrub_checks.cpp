@@ -146,7 +146,9 @@ class FsScrubChecker final : public ScrubChecker {
  private:
   // What the walk learns of one inode in use: where its file data and its metadata blocks are.
   Result<void> learn(Inode& file) {
-    if (file.disk.xattr_block != 0) xattrs_.add(file.disk.xattr_block, file.disk.xattr_block + 1);
+    if (const uint64_t x = file.disk.xattr_block; x != 0) {
+      xattrs_.add(x, x + std::max<uint32_t>(file.disk.xattr_blocks, 1));
+    }
     if (!file.is_reg() && !file.is_dir()) return {};
     if (auto r = fs_.load_extents(file); !r) return r;
     for (uint64_t b : file.tree_blocks) trees_.add(b, b + 1);

@@ -58,7 +58,8 @@ Verdict metadata_verdict(MetaKind kind, uint64_t block, std::span<const std::byt
       return verdict(sealed_as(b, BlockKind::extent_leaf, block) ||
                      sealed_as(b, BlockKind::extent_index, block));
     case MetaKind::xattr:
-      return verdict(sealed_as(b, BlockKind::xattr, block));
+      return verdict(sealed_as(b, BlockKind::xattr, block) ||
+                     sealed_as(b, BlockKind::xattr_run, block));
   }
   return Verdict::unknown;
 }

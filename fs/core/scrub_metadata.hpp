@@ -19,7 +19,7 @@ enum class MetaKind : uint8_t {
   inode_table,  // 16 inodes, each with its own checksum
   directory,    // a directory header or bucket
   extent_tree,  // an extent-tree leaf or index block
-  xattr,        // an inode's xattr block
+  xattr,        // an inode's xattr block, or a block of its run
 };
 
 // Whether `bytes` (one 4 KiB block, volume block `block`) is a good block of `kind`. For

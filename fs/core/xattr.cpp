@@ -1,11 +1,14 @@
 // Extended attributes: every attribute of an inode in one checksummed block (as ext4 keeps
-// them in one block beyond the inode); ENOSPC once they no longer fit.
+// them in one block beyond the inode), or, when they do not fit, in a run of blocks
+// (xattr_format.hpp): values up to 64 KiB, about 255 KiB in all; ENOSPC past that.
 #include <sys/xattr.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "fs/core/filesystem.hpp"
 #include "fs/core/fs_log.hpp"
+#include "fs/core/xattr_format.hpp"
 
 namespace stripefs::fs {
 
@@ -21,12 +24,31 @@ Result<void> check_namespace(std::string_view name) {
 }  // namespace
 
 Result<std::vector<Xattr>> Filesystem::load_xattrs(Inode& inode) {
-  if (inode.disk.xattr_block == 0) return std::vector<Xattr>{};
-  auto attrs =
-      meta_->read_as(inode.disk.xattr_block,
-                     [self = inode.disk.xattr_block](std::span<const std::byte, kBlockSize> image) {
-                       return decode_xattrs(image, self);
-                     });
+  const uint64_t first = inode.disk.xattr_block;
+  if (first == 0) return std::vector<Xattr>{};
+  Result<std::vector<Xattr>> attrs = std::vector<Xattr>{};
+  if (inode.disk.xattr_blocks == 0) {
+    attrs = meta_->read_as(first, [first](std::span<const std::byte, kBlockSize> image) {
+      return decode_xattrs(image, first);
+    });
+  } else {
+    // Each block checked (and healed from redundancy) as it is read, then the run whole.
+    std::vector<std::byte> run(static_cast<size_t>(inode.disk.xattr_blocks) * kBlockSize);
+    for (uint32_t b = 0; b < inode.disk.xattr_blocks && attrs; ++b) {
+      const uint64_t block = first + b;
+      auto image = meta_->read_checked(block, [block](std::span<const std::byte> bytes) {
+        return verify_xattr_run_block(
+                   std::span<const std::byte, kBlockSize>(bytes.data(), kBlockSize), block)
+            .has_value();
+      });
+      if (!image) {
+        attrs = fail(image.error());
+      } else {
+        std::memcpy(run.data() + b * kBlockSize, image->data(), kBlockSize);
+      }
+    }
+    if (attrs) attrs = decode_xattr_run(run, first);
+  }
   if (!attrs) {
     fs_log().error("inode {}: {}", inode.ino, attrs.error().message);
     return fail(EIO, "inode {}: {}", inode.ino, attrs.error().message);
@@ -35,24 +57,38 @@ Result<std::vector<Xattr>> Filesystem::load_xattrs(Inode& inode) {
 }
 
 Result<void> Filesystem::store_xattrs(Inode& inode, const std::vector<Xattr>& attrs) {
-  if (attrs.empty()) {
-    if (inode.disk.xattr_block != 0) {
-      free_blocks(inode.disk.xattr_block, 1);
-      --inode.disk.blocks;
-      inode.disk.xattr_block = 0;
+  const uint32_t held =
+      inode.disk.xattr_block == 0 ? 0 : std::max<uint32_t>(inode.disk.xattr_blocks, 1);
+  const uint32_t need = attrs.empty() ? 0 : xattr_blocks_for(attrs);
+  if (!attrs.empty() && need == 0) return fail(ENOSPC, "no room for the attribute");
+  if (need != held) {
+    // A new home of the size needed (a run is contiguous); the old blocks go once it exists.
+    uint64_t first = 0;
+    if (need > 0) {
+      if (!room_for_metadata(need)) return fail(ENOSPC, "no space for attributes");
+      auto run = blocks_->reserve(need, 0, 1);
+      if (!run || run->second < need) {
+        if (run) blocks_->unreserve(run->first, run->second);
+        return fail(ENOSPC, "no space for attributes");
+      }
+      blocks_->mark_used(*meta_, run->first, need);
+      first = run->first;
+      for (uint32_t b = 0; b < need; ++b) meta_->fresh(first + b);
     }
-  } else {
-    if (xattr_bytes(attrs) > kXattrCapacity) return fail(ENOSPC, "no room for the attribute");
-    if (inode.disk.xattr_block == 0) {
-      if (!room_for_metadata(1)) return fail(ENOSPC, "no space for attributes");
-      auto run = blocks_->reserve(1, 0, 1);
-      if (!run) return fail(ENOSPC, "no space for attributes");
-      blocks_->mark_used(*meta_, run->first, 1);
-      inode.disk.xattr_block = run->first;
-      ++inode.disk.blocks;
-      meta_->fresh(run->first);
-    }
+    if (held > 0) free_blocks(inode.disk.xattr_block, held);
+    inode.disk.blocks = inode.disk.blocks + need - held;
+    inode.disk.xattr_block = first;
+    inode.disk.xattr_blocks = need >= 2 ? need : 0;
+  }
+  if (need == 1) {
     encode_xattrs(attrs, inode.disk.xattr_block, meta_->modify(inode.disk.xattr_block));
+  } else if (need >= 2) {
+    std::vector<std::byte> run(static_cast<size_t>(need) * kBlockSize);
+    encode_xattr_run(attrs, inode.disk.xattr_block, need, run);
+    for (uint32_t b = 0; b < need; ++b) {
+      std::memcpy(meta_->modify(inode.disk.xattr_block + b).data(), run.data() + b * kBlockSize,
+                  kBlockSize);
+    }
   }
   inode.disk.ctime = now();
   dirty(inode);

@@ -1,10 +1,12 @@
 // Extended attributes: the user.* namespace and its flags, sizes and errors.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "mounted/mounted_fixture.hpp"
@@ -107,6 +109,49 @@ TEST_F(Xattr, LargeBinaryValuesRoundTrip) {
   // The kernel's own limits.
   EXPECT_ERRNO(ERANGE, set(file_, "user." + std::string(256, 'n'), "x"));
   EXPECT_ERRNO(E2BIG, set(file_, "user.huge", std::string(65537, 'v')));
+}
+
+// Values up to the kernel's 64 KiB, and many of them on one inode (Samba keeps alternate
+// data streams and NT ACLs in xattrs): they survive a remount, shrink back, and a file
+// holding them gives its space back when it goes.
+TEST_F(Xattr, ValuesUpTo64KiBAndManyPerInodeSurviveARemount) {
+  std::map<std::string, std::string> want;
+  for (const size_t size : {size_t{65536}, size_t{40000}, size_t{5000}, size_t{4100}}) {
+    const Bytes random = random_bytes(size, size);
+    want["user.v" + std::to_string(size)] = std::string(random.begin(), random.end());
+  }
+  for (int i = 0; i < 40; ++i)
+    want["user.small" + std::to_string(i)] = std::string(300, 'a' + i % 26);
+  for (const auto& [name, value] : want) ASSERT_SYS(set(file_, name, value));
+  for (const auto& [name, value] : want) EXPECT_EQ(get(file_, name), value) << name;
+  if (fs_.can_remount()) {
+    const Status again = fs_.remount();
+    ASSERT_TRUE(again) << again.error();
+    for (const auto& [name, value] : want) EXPECT_EQ(get(file_, name), value) << name;
+    std::set<std::string> listed;
+    for (const auto& [name, value] : want) listed.insert(name);
+    EXPECT_EQ(names(file_), listed);
+  }
+  // Back to what fits one block.
+  for (const auto& [name, value] : want) {
+    if (name != "user.small0") ASSERT_SYS(removexattr(file_.c_str(), name.c_str()));
+  }
+  EXPECT_EQ(get(file_, "user.small0"), want["user.small0"]);
+  EXPECT_EQ(names(file_), std::set<std::string>{"user.small0"});
+  // A directory's too, and the space comes back when the file goes.
+  struct statvfs before {};
+  ASSERT_SYS(statvfs(path().c_str(), &before));
+  ASSERT_TRUE(write_file(path("g"), to_bytes("g")));
+  ASSERT_SYS(set(path("g"), "user.big", want["user.v65536"]));
+  ASSERT_SYS(unlink(path("g").c_str()));
+  ASSERT_SYS(mkdir(path("d").c_str(), 0755));
+  ASSERT_SYS(set(path("d"), "user.big", want["user.v65536"]));
+  EXPECT_EQ(get(path("d"), "user.big"), want["user.v65536"]);
+  ASSERT_SYS(rmdir(path("d").c_str()));
+  ::sync();
+  struct statvfs after {};
+  ASSERT_SYS(statvfs(path().c_str(), &after));
+  EXPECT_GE(after.f_bfree + 8, before.f_bfree) << "blocks of removed xattrs were not freed";
 }
 
 TEST_F(Xattr, ManyNamesAreListed) {

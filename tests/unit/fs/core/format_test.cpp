@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include "fs/core/format.hpp"
+#include "fs/core/xattr_format.hpp"
 #include "fs/core/make_fs.hpp"
 
 namespace stripefs::fs {
