@@ -80,6 +80,9 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
   std::vector<Extent> kept;
   bool left_bad = false;  // a bad extent left (checking only): the block count is not judged
   bool retree = false;    // a bad extent removed from a tree: written again after pass 1
+  // A directory's overflow buckets live from file block kOverflowBase (2^32) on, past where
+  // a file may reach; no directory takes another 2^32 of them.
+  const uint64_t last_block = type == S_IFDIR ? 2 * kOverflowBase : kMaxFileSize / kBlockSize;
   for (const Extent& e : extents) {
     std::string wrong;
     if (e.length == 0 || e.length > kMaxExtentLength) {
@@ -88,8 +91,8 @@ Result<void> Checker::check_inode(uint64_t ino, AlignedBuffer& block, uint64_t t
       wrong = "outside the data area";
     } else if (!kept.empty() && e.logical < kept.back().logical_end()) {
       wrong = fmt::format("overlaps the extent at file block {}", kept.back().logical);
-    } else if (e.logical + e.length > kMaxFileSize / kBlockSize) {
-      wrong = "past the largest file";
+    } else if (e.logical + e.length > last_block) {
+      wrong = type == S_IFDIR ? "past the last overflow block" : "past the largest file";
     }
     if (wrong.empty()) {
       kept.push_back(e);
