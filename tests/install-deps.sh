@@ -15,6 +15,9 @@ packages=(
   libcli11-dev nlohmann-json3-dev libblkid-dev libabsl-dev
   # tests (tests/check uses xfs_io, setfattr/getfattr and python3 as xfstests does)
   libgtest-dev xfsprogs attr python3
+  # the export tests (tests/check group export): real Samba and NFS-Ganesha on loopback
+  samba samba-vfs-modules smbclient samba-testsuite
+  nfs-ganesha nfs-ganesha-vfs libnfs-utils rpcbind
 )
 
 missing=()

@@ -456,8 +456,8 @@ int main(int argc, char** argv) {
       ->required();
   auto* scrub = app.add_subcommand(
       "scrub",
-      "check every stripe's redundancy and every block of file data's checksum in the "
-      "background; with --repair, rewrite the chunks named bad");
+      "check every stripe's redundancy, and file data and metadata against their checksums, "
+      "in the background; with --repair, rewrite the chunks named bad");
   std::string scrub_action;
   bool repair = false;
   scrub->add_option("action", scrub_action, "start, stop or status")
