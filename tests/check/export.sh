@@ -16,7 +16,8 @@
 # Why NFSv3 with rpcbind: libnfs 4.0.0 (Debian 12) fails every NFSv4 WRITE larger than
 # about 3.5 KiB on the client side ("ZDR error: Failed to encode COMPOUND4args"), and
 # Ganesha 4.3 exits at startup when NFSv3 is on and it cannot register with rpcbind. A
-# rpcbind is started only when none runs, and stopped after.
+# rpcbind is started only when none runs (without -w: a warm start would bring back the
+# registrations of a Ganesha that is gone, and refuse the new one's), and stopped after.
 
 SMB_PASSWORD=stripefs-test
 _export_pids=()
@@ -136,7 +137,7 @@ _start_ganesha() {
   local d="$TEST_TMP/ganesha"
   mkdir -p "$d/recovery"
   if ! pgrep -x rpcbind >/dev/null; then
-    setsid rpcbind -w -f &
+    setsid rpcbind -f &
     _export_pids+=($!)
     _wait_port 111 rpcbind
   fi
