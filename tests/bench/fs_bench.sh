@@ -145,80 +145,11 @@ grep -qw "$ioengine" <<<"$engines" || die "this fio has no $ioengine engine"
 python=/usr/bin/python3
 [ -x "$python" ] || python=python3
 
-# ---- cleanup: everything this script mounts or attaches is recorded here ---------------
-mounts=()   # mount points, unmounted in reverse order
-loops=()    # loop devices
-pids=()     # foreground FUSE daemons we started
-work_created=0
-work_mounted=0
-
-unmount_one() {
-  local m=$1 i
-  mountpoint -q "$m" 2>/dev/null || return 0
-  for i in 1 2 3 4 5; do
-    umount "$m" 2>/dev/null && return 0
-    sleep 0.5
-  done
-  log "umount $m failed; detaching it lazily"
-  umount -l "$m" 2>/dev/null || true
-}
-
-detach_loops() {
-  local d
-  for d in "${loops[@]}"; do
-    losetup -d "$d" 2>/dev/null || log "losetup -d $d failed"
-  done
-  loops=()
-}
-
-stop_pids() {
-  local p i
-  for p in "${pids[@]}"; do
-    kill -0 "$p" 2>/dev/null || continue
-    for i in 1 2 3 4 5 6 7 8 9 10; do
-      kill -0 "$p" 2>/dev/null || break
-      sleep 0.2
-    done
-    kill -0 "$p" 2>/dev/null && kill "$p" 2>/dev/null
-  done
-  pids=()
-}
-
-cleanup() {
-  local rc=$? i
-  trap - EXIT INT TERM HUP
-  set +e
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do unmount_one "${mounts[i]}"; done
-  mounts=()
-  stop_pids
-  detach_loops
-  if [ "$work_mounted" = 1 ]; then
-    umount "$work" 2>/dev/null || umount -l "$work" 2>/dev/null
-  fi
-  [ "$work_created" = 1 ] && rmdir "$work" 2>/dev/null
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-# ---- the tmpfs ----------------------------------------------------------------------------
-if [ ! -d "$work" ]; then
-  mkdir -p "$work"
-  work_created=1
-fi
-mountpoint -q "$work" && die "$work is already a mount point (a previous run?); unmount it first"
-mount -t tmpfs -o "size=${tmpfs_mib}m,mode=0755" stripefs-fs-bench "$work"
-work_mounted=1
-mkdir -p "$work/bin" "$work/mnt"
+# shellcheck source=tests/bench/fuse_targets.sh
+. "$script_dir/fuse_targets.sh"
+mount_work
 
 # ---- helpers ---------------------------------------------------------------------------------
-drop_caches() {
-  sync
-  echo 3 >/proc/sys/vm/drop_caches
-}
-
 # Prints 1 when O_DIRECT open, write and read of 4 KiB work in directory $1, else 0.
 probe_direct() {
   "$python" - "$1/.odirect-probe" <<'EOF'
@@ -272,71 +203,6 @@ run_fio() {
     return 1
   fi
 }
-
-# ---- targets: setup_X MNT RUN prints nothing and mounts the target at MNT --------------------
-# stripefs: 4 member files, mkfs.stripefs (with $3..., mkfs options), the daemon mounts and
-# daemonizes.
-setup_stripefs() {
-  local mnt=$1 dir=$2 m members=()
-  shift 2
-  for m in 0 1 2 3; do
-    truncate -s "${member_mib}M" "$dir/m$m" || return 1
-    members+=("$dir/m$m")
-  done
-  "$build_dir/fs/mkfs.stripefs" -q -l 5 -n 4 "$@" "${members[@]}" || return 1
-  local joined
-  joined=$(IFS=:; echo "${members[*]}")
-  mounts+=("$mnt")
-  if [ -n "$stripefs_opts" ]; then
-    "$build_dir/fs/stripefs" -o "$stripefs_opts" "$joined" "$mnt" || return 1
-  else
-    "$build_dir/fs/stripefs" "$joined" "$mnt" || return 1
-  fi
-  wait_mounted "$mnt"
-}
-
-# stripefs_nocsum: the same, without data checksums (filesystem format 1).
-setup_stripefs_nocsum() { setup_stripefs "$1" "$2" --no-checksums; }
-
-# passthrough_ll, built from libfuse3-dev's example. Options: its defaults (cache=normal,
-# i.e. the kernel page cache with 1 s attribute timeouts, no writeback cache), plus
-# -o source=DIR so that it mirrors a directory in the tmpfs instead of "/". -f keeps it
-# in the foreground so that the script knows its pid; it runs multi-threaded as usual.
-passthrough_bin=""
-build_passthrough() {
-  local src f
-  src=$(dpkg -L libfuse3-dev 2>/dev/null | grep -E '/passthrough_ll\.c(\.gz)?$' | head -n1) || true
-  [ -n "$src" ] || { log "passthrough_ll.c not found in libfuse3-dev"; return 1; }
-  local exdir
-  exdir=$(dirname "$src")
-  mkdir -p "$work/bin/pt"
-  for f in "$exdir"/passthrough_ll.c* "$exdir"/passthrough_helpers.h*; do
-    [ -e "$f" ] || continue
-    case "$f" in
-      *.gz) zcat "$f" >"$work/bin/pt/$(basename "$f" .gz)" ;;
-      *) cp "$f" "$work/bin/pt/" ;;
-    esac
-  done
-  # shellcheck disable=SC2046 # pkg-config's flags are meant to be split
-  gcc -O2 -Wall -o "$work/bin/passthrough_ll" "$work/bin/pt/passthrough_ll.c" \
-    $(pkg-config --cflags --libs fuse3) -lpthread || return 1
-  passthrough_bin="$work/bin/passthrough_ll"
-}
-
-setup_passthrough() {
-  local mnt=$1 dir=$2
-  mkdir -p "$dir/source" || return 1
-  mounts+=("$mnt")
-  # passthrough_ll (3.14) keeps an O_PATH descriptor open for every inode the kernel
-  # knows, so give it the hard limit on open files.
-  (
-    ulimit -n "$(ulimit -Hn)"
-    exec "$passthrough_bin" -f -o "source=$dir/source" "$mnt" >"$dir/passthrough_ll.log" 2>&1
-  ) &
-  pids+=("$!")
-  wait_mounted "$mnt" "$!"
-}
-
 # btrfs RAID5 (data and metadata) over 4 loop devices on tmpfs files; loop direct-io
 # off (losetup's default), mkfs.btrfs and mount defaults.
 setup_btrfs() {
@@ -355,27 +221,6 @@ setup_btrfs() {
   mount -t btrfs -o "${opts%,}" "${devs[0]}" "$mnt" || return 1
 }
 
-# wait_mounted MNT [PID]: up to 20 s for MNT to become a mount point.
-wait_mounted() {
-  local mnt=$1 pid=${2:-} i
-  for ((i = 0; i < 100; i++)); do
-    mountpoint -q "$mnt" && return 0
-    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then break; fi
-    sleep 0.2
-  done
-  log "$mnt did not become a mount point"
-  return 1
-}
-
-teardown() {
-  local mnt=$1 dir=$2 i
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do unmount_one "${mounts[i]}"; done
-  mounts=()
-  stop_pids
-  detach_loops
-  rm -rf "$dir"
-  rmdir "$mnt" 2>/dev/null || true
-}
 
 # ---- one run of all tests on one target ----------------------------------------------------
 declare -A vals=()   # "target_test" -> space-separated values over the repeats

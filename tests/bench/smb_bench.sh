@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# smb_bench.sh: Samba serving stripefs (RAID5 of 4 file members) against Samba serving
+# libfuse's passthrough_ll, both over one tmpfs and through one smbd on loopback, with
+# smbclient as the client. Prints "RESULT name value unit" lines (medians of --repeat runs)
+# and the ratios stripefs / passthrough_ll that issue 15 sets goals for (>= 0.8).
+#
+#   bash tests/bench/smb_bench.sh [--build-dir DIR] [--work DIR] [--size SIZE]
+#        [--entries N] [--repeat N]
+#
+# Each run, on each share in turn: put a --size file (default 1G) from the tmpfs, drop the
+# caches, get it back (compared byte for byte once), and list a directory of --entries
+# (default 10000) empty files made on the mount beforehand. Throughput is the file's size
+# over smbclient's wall time; the listing is entries per second. Run as root (tmpfs,
+# smbd, drop_caches); samba and smbclient must be installed (tests/install-deps.sh).
+set -euo pipefail
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$script_dir/../.." && pwd)
+build_dir="$repo/build"
+work=/dev/shm/stripefs-smb-bench
+size_arg=1G
+entries=10000
+repeat=3
+stripefs_opts=allow_other
+
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+die() {
+  echo "smb_bench: $*" >&2
+  exit 1
+}
+log() { echo "smb_bench: $*" >&2; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build_dir=${2:?}; shift 2 ;;
+    --work) work=${2:?}; shift 2 ;;
+    --size) size_arg=${2:?}; shift 2 ;;
+    --entries) entries=${2:?}; shift 2 ;;
+    --repeat) repeat=${2:?}; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || die "run as root"
+for c in smbd smbclient; do command -v "$c" >/dev/null || die "$c is not installed (tests/install-deps.sh)"; done
+build_dir=$(realpath -m "$build_dir")
+work=$(realpath -m "$work")
+size_mib=$(($(numfmt --from=iec "$(sed -E 's/i?B$//' <<<"$size_arg")") / 1048576))
+[ "$size_mib" -ge 16 ] || die "--size must be at least 16M"
+member_mib=$((size_mib * 2 / 3 + 512))
+tmpfs_mib=$((4 * member_mib + 3 * size_mib + 1024))
+
+# shellcheck source=tests/bench/fuse_targets.sh
+. "$script_dir/fuse_targets.sh"
+mount_work
+build_passthrough || die "cannot build passthrough_ll"
+mkdir -p "$work/stripefs" "$work/passthrough" "$work/mnt/stripefs" "$work/mnt/passthrough"
+setup_stripefs "$work/mnt/stripefs" "$work/stripefs" || die "cannot mount stripefs"
+setup_passthrough "$work/mnt/passthrough" "$work/passthrough" || die "cannot mount passthrough_ll"
+
+# One smbd: share "stripefs" on the stripefs mount, "baseline" on passthrough_ll's, set up
+# as the export tests set it up (tests/check/export.sh).
+TEST_TMP="$work/smb"
+TEST_DIR="$work/mnt/stripefs"
+mkdir -p "$TEST_TMP"
+_fail() { die "$*"; }
+_notrun() { die "$*"; }
+_require_command() { command -v "$1" >/dev/null || die "$1 is not installed ($2)"; }
+# shellcheck source=tests/check/export.sh
+. "$repo/tests/check/export.sh"
+trap 'rc=$?; _export_cleanup; (exit $rc); cleanup' EXIT
+_start_smbd "$work/mnt/passthrough"
+
+head -c "${size_mib}M" /dev/urandom >"$work/file"
+for share in stripefs baseline; do
+  mnt="$work/mnt/stripefs"
+  [ "$share" = baseline ] && mnt="$work/mnt/passthrough"
+  mkdir "$mnt/many"
+  (cd "$mnt/many" && seq -f "entry-%06g" 1 "$entries" | xargs touch)
+done
+
+seconds() { # command...: wall time in seconds
+  local t0 t1
+  t0=$(date +%s%N)
+  "$@" >/dev/null 2>&1
+  t1=$(date +%s%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }'
+}
+declare -A vals=()
+record() { vals[$1]="${vals[$1]:-}${vals[$1]:+ }$2"; }
+for run in $(seq 1 "$repeat"); do
+  for share in stripefs baseline; do
+    rm -f "$work/back"
+    s=$(seconds _smbclient "$share" "put $work/file file")
+    record "${share}_put" "$(awk -v m="$size_mib" -v s="$s" 'BEGIN { printf "%.1f", m / s }')"
+    drop_caches
+    s=$(seconds _smbclient "$share" "get file $work/back")
+    record "${share}_get" "$(awk -v m="$size_mib" -v s="$s" 'BEGIN { printf "%.1f", m / s }')"
+    if [ "$run" = 1 ]; then cmp -s "$work/file" "$work/back" || die "$share: the file came back different"; fi
+    drop_caches
+    listed=$(_smbclient "$share" "cd many; ls" | grep -c ' entry-')
+    [ "$listed" = "$entries" ] || die "$share: listed $listed of $entries entries"
+    s=$(seconds _smbclient "$share" "cd many; ls")
+    record "${share}_list" "$(awk -v n="$entries" -v s="$s" 'BEGIN { printf "%.1f", n / s }')"
+    _smbclient "$share" "del file" >/dev/null
+  done
+  log "run $run of $repeat done"
+done
+
+median() { tr ' ' '\n' <<<"$1" | sort -g | awk '{v[NR] = $1} END {
+  if (NR % 2) printf "%.1f", v[(NR + 1) / 2]; else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+declare -A unit=([put]=MiB/s [get]=MiB/s [list]=entries/s)
+for test in put get list; do
+  a=$(median "${vals[stripefs_$test]}")
+  b=$(median "${vals[baseline_$test]}")
+  echo "RESULT smb_stripefs_$test $a ${unit[$test]}"
+  echo "RESULT smb_passthrough_$test $b ${unit[$test]}"
+  echo "RESULT ratio_smb_${test}_vs_passthrough $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }') x"
+done
