@@ -110,8 +110,10 @@ class FsScrubChecker final : public ScrubChecker {
           }
           continue;
         }
-        inodes_.add(index, index + 1);
         Inode& file = **inode;
+        // An inode changed since it was last stored (one made before the walk and not yet
+        // committed, above all) is not what its slot holds: its slot goes unchecked.
+        if (!file.dirty) inodes_.add(index, index + 1);
         if (auto r = learn(file); !r && unreadable++ == 0) {
           fs_log().warn("scrub: inode {}: {}; what it holds goes unchecked", ino,
                         r.error().message);

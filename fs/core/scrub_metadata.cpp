@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "fs/core/format.hpp"
+#include "raid/ondisk.hpp"
 
 namespace stripefs::fs {
 
@@ -51,9 +52,19 @@ Verdict metadata_verdict(MetaKind kind, uint64_t block, std::span<const std::byt
       }
       return Verdict::good;
     }
-    case MetaKind::directory:
-      return verdict(sealed_as(b, BlockKind::dir_header, block) ||
-                     sealed_as(b, BlockKind::dir_bucket, block));
+    case MetaKind::directory: {
+      // A directory may keep blocks mapped that it has not used yet (a split cut short by
+      // ENOSPC leaves them for the next attempt): only a block that says it is a
+      // directory block is judged.
+      const uint32_t magic = ondisk::get_le<uint32_t>(bytes, 0);
+      if (magic == static_cast<uint32_t>(BlockKind::dir_header)) {
+        return verdict(sealed_as(b, BlockKind::dir_header, block));
+      }
+      if (magic == static_cast<uint32_t>(BlockKind::dir_bucket)) {
+        return verdict(sealed_as(b, BlockKind::dir_bucket, block));
+      }
+      return Verdict::unknown;
+    }
     case MetaKind::extent_tree:
       return verdict(sealed_as(b, BlockKind::extent_leaf, block) ||
                      sealed_as(b, BlockKind::extent_index, block));

@@ -17,7 +17,7 @@ enum class MetaKind : uint8_t {
   bitmap,       // inode and block bitmaps, the orphan list
   checksums,    // the data checksum table
   inode_table,  // 16 inodes, each with its own checksum
-  directory,    // a directory header or bucket
+  directory,    // a directory header or bucket (judged only when it says it is one)
   extent_tree,  // an extent-tree leaf or index block
   xattr,        // an inode's xattr block, or a block of its run
 };
