@@ -91,11 +91,13 @@ pid_t flock_holder(int fd) {
 
 // Whether process `pid` holds /dev/fuse open: a daemon whose mount is still in place.
 bool serves_fuse(pid_t pid) {
+  // Without throwing: the holder may exit while its descriptors are listed (which is what
+  // a waiter waits for).
   std::error_code ec;
   const std::filesystem::path fds = fmt::format("/proc/{}/fd", pid);
-  for (const auto& entry : std::filesystem::directory_iterator(fds, ec)) {
+  for (std::filesystem::directory_iterator it(fds, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code link_ec;
-    if (std::filesystem::read_symlink(entry.path(), link_ec) == "/dev/fuse") return true;
+    if (std::filesystem::read_symlink(it->path(), link_ec) == "/dev/fuse") return true;
   }
   return false;
 }
@@ -111,7 +113,9 @@ Result<int> lock_device(const std::string& path, std::chrono::milliseconds wait)
     if (e == EWOULDBLOCK) {
       const pid_t holder = flock_holder(fd);
       const bool mounted = holder != 0 && serves_fuse(holder);
-      if (!mounted && std::chrono::steady_clock::now() < deadline) {
+      // This process itself (the same device given twice under two names) is no one to
+      // wait for.
+      if (!mounted && holder != getpid() && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         continue;
       }

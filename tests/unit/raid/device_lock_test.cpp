@@ -3,11 +3,13 @@
 // at once for wait 0, the refusal names the holder.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,14 +33,38 @@ class DeviceLock : public ::testing::Test {
     std::ofstream(path_) << "x";
     std::filesystem::resize_file(path_, 1 << 20);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  // Another open file description holding the flock, as another process would.
-  int hold() {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
-    return fd;
+  void TearDown() override {
+    TearDownHolder();
+    std::filesystem::remove_all(dir_);
   }
+  // Another process holding the flock, until `hold_for` has passed (or the test ends).
+  // Returns once it holds it.
+  void hold(std::chrono::milliseconds hold_for) {
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    holder_ = fork();
+    ASSERT_GE(holder_, 0);
+    if (holder_ == 0) {
+      const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      const bool locked = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+      (void)!::write(ready[1], locked ? "y" : "n", 1);
+      std::this_thread::sleep_for(hold_for);
+      _exit(0);
+    }
+    close(ready[1]);
+    char got = 0;
+    ASSERT_EQ(::read(ready[0], &got, 1), 1);
+    close(ready[0]);
+    ASSERT_EQ(got, 'y') << "the holder could not lock";
+  }
+  void TearDownHolder() {
+    if (holder_ > 0) {
+      kill(holder_, SIGKILL);
+      waitpid(holder_, nullptr, 0);
+      holder_ = 0;
+    }
+  }
+  pid_t holder_ = 0;
   std::string dir_, path_;
 };
 
@@ -55,42 +81,43 @@ TEST_F(DeviceLock, AFreeDeviceIsLockedAndReleasedWithItsDescriptor) {
 }
 
 TEST_F(DeviceLock, AHolderIsNamedInTheRefusal) {
-  const int held = hold();
+  hold(std::chrono::seconds(30));
   const auto start = std::chrono::steady_clock::now();
   auto fd = lock_device(path_, milliseconds(300));
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(fd.has_value());
   EXPECT_EQ(fd.error().code, EBUSY);
   EXPECT_EQ(fd.error().message,
-            path_ + ": in use by another stripefs process (pid " + std::to_string(getpid()) + ")");
+            path_ + ": in use by another stripefs process (pid " + std::to_string(holder_) + ")");
   EXPECT_GE(took, milliseconds(300)) << "gave up before the bound";
-  close(held);
 }
 
 // What `umount` followed at once by a mount does: the old daemon lets go while the new one
 // waits.
 TEST_F(DeviceLock, AHolderThatLetsGoWithinTheBoundIsWaitedFor) {
-  const int held = hold();
-  std::thread letting_go([held] {
-    std::this_thread::sleep_for(milliseconds(200));
-    close(held);
-  });
+  hold(milliseconds(300));
   auto fd = lock_device(path_, std::chrono::seconds(20));
-  letting_go.join();
   ASSERT_TRUE(fd.has_value()) << fd.error().message;
   close(*fd);
 }
 
 TEST_F(DeviceLock, OpenDevicesWaitsLikewise) {
-  const int held = hold();
-  std::thread letting_go([held] {
-    std::this_thread::sleep_for(milliseconds(200));
-    close(held);
-  });
+  hold(milliseconds(300));
   auto devices = open_devices({path_}, "", std::chrono::seconds(20));
-  letting_go.join();
   ASSERT_TRUE(devices.has_value()) << devices.error().message;
   EXPECT_EQ((*devices)->members.size(), 1u);
+}
+
+// This process itself holding it (one device under two names) is refused at once.
+TEST_F(DeviceLock, ItsOwnLockIsNotWaitedFor) {
+  auto first = lock_device(path_);
+  ASSERT_TRUE(first.has_value());
+  const auto start = std::chrono::steady_clock::now();
+  auto again = lock_device(path_, std::chrono::seconds(20));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, EBUSY);
+  close(*first);
 }
 
 }  // namespace
