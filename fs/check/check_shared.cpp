@@ -74,15 +74,31 @@ Result<void> Checker::give_copies(uint64_t ino, const std::vector<uint64_t>& sha
   for (uint32_t b = 0; disk->xattr_block != 0 && b < xattr_blocks; ++b) {
     xattrs_shared = xattrs_shared || is_shared(disk->xattr_block + b);
   }
+  Runs space_for_xattrs;
+  Result<std::vector<Xattr>> attrs = std::vector<Xattr>{};
   if (xattrs_shared) {
     auto space = allocate(xattr_blocks);
     if (!space) return fail(space.error().code, "inode {}: {}", ino, space.error().message);
-    if (space->size() != 1) {
-      return fail(ENOSPC, "inode {}: no {} contiguous blocks for its xattrs", ino, xattr_blocks);
-    }
-    const uint64_t to = space->front().first;
-    auto attrs = read_xattrs(ino, *disk);
+    space_for_xattrs = *space;
+    attrs = read_xattrs(ino, *disk);
     if (!attrs) return fail(attrs.error());
+    if (space->size() != 1) {
+      // A run must be contiguous, and the free blocks handed out are not: the inode gives
+      // its xattrs up rather than the repair stopping halfway (the blocks it was given stay
+      // free on disk).
+      found(fmt::format("inode {}: its xattr run shares blocks, and no {} free blocks in a row "
+                        "take a copy; its xattrs are dropped",
+                        ino, xattr_blocks),
+            true, false);
+      std::erase_if(meta, [&](const auto& run) { return run.first == disk->xattr_block; });
+      disk->blocks -= std::min<uint64_t>(disk->blocks, xattr_blocks);
+      disk->xattr_block = 0;
+      disk->xattr_blocks = 0;
+      if (auto r = rewrite_inode(ino, *disk); !r) return r;
+    }
+  }
+  if (xattrs_shared && disk->xattr_block != 0) {
+    const uint64_t to = space_for_xattrs.front().first;
     std::vector<std::byte> images(static_cast<size_t>(xattr_blocks) * kBlockSize);
     if (xattr_blocks == 1) {
       encode_xattrs(*attrs, to, std::span<std::byte, kBlockSize>(images.data(), kBlockSize));

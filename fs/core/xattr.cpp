@@ -61,6 +61,14 @@ Result<void> Filesystem::store_xattrs(Inode& inode, const std::vector<Xattr>& at
       inode.disk.xattr_block == 0 ? 0 : std::max<uint32_t>(inode.disk.xattr_blocks, 1);
   const uint32_t need = attrs.empty() ? 0 : xattr_blocks_for(attrs);
   if (!attrs.empty() && need == 0) return fail(ENOSPC, "no room for the attribute");
+  // Runs are format minor 2: a filesystem of minor 0 (which mount does not raise) keeps the
+  // one-block limit.
+  if (need >= 2 && sb_.minor < 2) return fail(ENOSPC, "no room for the attribute");
+  // listxattr answers in at most 64 KiB (the kernel's XATTR_LIST_MAX): names past that
+  // could never be listed again.
+  size_t names = 0;
+  for (const Xattr& x : attrs) names += x.name.size() + 1;
+  if (names > 65536) return fail(ENOSPC, "the attribute names would not fit one listing");
   if (need != held) {
     // A new home of the size needed (a run is contiguous); the old blocks go once it exists.
     uint64_t first = 0;

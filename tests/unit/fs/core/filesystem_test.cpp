@@ -202,6 +202,30 @@ TEST(Filesystem, ErrorsAreTheRightErrno) {
   EXPECT_EQ(t.fs->setxattr(f, "bogus.a", "1", 0).error().code, EOPNOTSUPP);
 }
 
+// listxattr answers in at most 64 KiB (XATTR_LIST_MAX): names that would not fit one
+// listing are refused, so every inode's names can always be listed.
+TEST(Filesystem, XattrNamesStayListable) {
+  MemoryFs t;
+  const uint64_t f = t.create(kRootInode, "f");
+  size_t listed = 0;
+  int i = 0;
+  for (;; ++i) {
+    const std::string name = "user." + std::to_string(i) + std::string(240, 'n');
+    auto r = t.fs->setxattr(f, name, "v", 0);
+    if (!r) {
+      EXPECT_EQ(r.error().code, ENOSPC);
+      break;
+    }
+    listed += name.size() + 1;
+    ASSERT_LT(i, 1000) << "never refused";
+  }
+  EXPECT_LE(listed, 65536u);
+  EXPECT_GT(listed + 300, 65536u) << "refused long before the listing's limit";
+  auto names = t.fs->listxattr(f);
+  ASSERT_TRUE(names.has_value());
+  EXPECT_EQ(names->size(), static_cast<size_t>(i));
+}
+
 TEST(Filesystem, RenameExchangeAndLinks) {
   MemoryFs t;
   const uint64_t a = t.create(kRootInode, "a");
