@@ -58,7 +58,6 @@
 #include "fs/core/data_buffers.hpp"
 #include "fs/core/directory_index.hpp"
 #include "fs/core/format.hpp"
-#include "fs/core/xattr_format.hpp"
 #include "fs/core/inode_table.hpp"
 #include "fs/core/meta_store.hpp"
 #include "fs/core/orphan_list.hpp"
@@ -67,6 +66,7 @@
 #include "fs/core/volume_device.hpp"
 #include "fs/core/worker.hpp"
 #include "fs/core/writeback_plan.hpp"
+#include "fs/core/xattr_format.hpp"
 #include "journal/journal.hpp"
 #include "raid/aligned_buffer.hpp"
 #include "raid/scrub_check.hpp"
@@ -168,6 +168,14 @@ class Filesystem {
   void forget(uint64_t ino, uint64_t lookups);
   Result<Attr> getattr(uint64_t ino);
   Result<Attr> setattr(uint64_t ino, const SetAttr& change);
+  // After a write, truncate or fallocate by `who` (not root): drops set-group-ID from a file
+  // without group execute when `who` is not in the file's group (`in_group(gid)`: among its
+  // groups), as Linux 6.2 and later do for local filesystems (setattr_should_drop_sgid).
+  // The kernel's own kill of privileges for FUSE, without handle_killpriv, keeps the older
+  // rule (only with group execute), and has already run.
+  // True when it dropped it (the kernel's cached mode is then stale).
+  Result<bool> drop_sgid_after_write(uint64_t ino, const Caller& who,
+                                     const std::function<bool(uint32_t gid)>& in_group);
   Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
                      const Caller& caller);  // regular files, fifos, sockets, devices, dirs
   Result<Attr> symlink(uint64_t parent, std::string_view name, std::string_view target,

@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -25,6 +26,33 @@ Filesystem& fs_of(fuse_req_t req) {
 Caller caller_of(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   return {static_cast<uint32_t>(ctx->uid), static_cast<uint32_t>(ctx->gid)};
+}
+
+// Whether the caller of `req` has `gid` among its supplementary groups.
+bool caller_in_group(fuse_req_t req, uint32_t gid) {
+  std::vector<gid_t> groups(32);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(static_cast<size_t>(n));
+    n = fuse_req_getgroups(req, n, groups.data());
+  }
+  if (n <= 0) return false;  // unknown: as the kernel would without CAP_FSETID
+  groups.resize(std::min(static_cast<size_t>(n), groups.size()));
+  return std::find(groups.begin(), groups.end(), static_cast<gid_t>(gid)) != groups.end();
+}
+
+// A write, truncate or fallocate by an unprivileged caller: set-group-ID goes as on a local
+// filesystem (Filesystem::drop_sgid_after_write).
+void drop_sgid(fuse_req_t req, fuse_ino_t ino) {
+  const Caller c = caller_of(req);
+  if (c.uid == 0) return;
+  auto dropped = fs_of(req).drop_sgid_after_write(
+      ino, c, [req](uint32_t gid) { return caller_in_group(req, gid); });
+  // The kernel keeps the mode it had (a write's reply carries no attributes): it asks again.
+  fuse_session* session = context(req).session;
+  if (dropped && *dropped && session != nullptr) {
+    (void)fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
+  }
 }
 
 void to_stat(const Attr& a, struct stat* st) {
@@ -145,7 +173,12 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fus
   } else if (to_set & FUSE_SET_ATTR_MTIME) {
     c.mtime = Timespec{st->st_mtim.tv_sec, static_cast<uint32_t>(st->st_mtim.tv_nsec)};
   }
-  reply_attr(req, fs_of(req).setattr(ino, c));
+  auto r = fs_of(req).setattr(ino, c);
+  if (r && c.size && !c.mode) {
+    drop_sgid(req, ino);
+    r = fs_of(req).getattr(ino);
+  }
+  reply_attr(req, r);
 }
 
 void op_readlink(fuse_req_t req, fuse_ino_t ino) {
@@ -251,6 +284,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset,
                               return {};
                             });
   if (!r) return reply_error(req, r.error());
+  if (*r > 0) drop_sgid(req, ino);
   fuse_reply_write(req, *r);
 }
 
@@ -414,8 +448,10 @@ void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   fuse_file_info*) {
   if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
-  reply_void(req, fs_of(req).fallocate(ino, mode, static_cast<uint64_t>(offset),
-                                       static_cast<uint64_t>(length)));
+  auto r =
+      fs_of(req).fallocate(ino, mode, static_cast<uint64_t>(offset), static_cast<uint64_t>(length));
+  if (r) drop_sgid(req, ino);
+  reply_void(req, r);
 }
 
 void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
@@ -433,6 +469,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t in_offset, fuse_fil
   auto r = fs_of(req).copy_file_range(in, static_cast<uint64_t>(in_offset), out,
                                       static_cast<uint64_t>(out_offset), length);
   if (!r) return reply_error(req, r.error());
+  if (*r > 0) drop_sgid(req, out);
   fuse_reply_write(req, *r);
 }
 

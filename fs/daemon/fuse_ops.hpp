@@ -18,8 +18,10 @@ namespace stripefs::fs {
 struct FuseContext {
   Filesystem* fs = nullptr;
   double attr_timeout = 1.0;
-  bool writeback_cache = false;  // let the kernel cache writes (FUSE_CAP_WRITEBACK_CACHE)
-  bool direct_io = false;        // bypass the kernel page cache for file data
+  bool writeback_cache = false;     // let the kernel cache writes (FUSE_CAP_WRITEBACK_CACHE)
+  bool direct_io = false;           // bypass the kernel page cache for file data
+  fuse_session* session = nullptr;  // for notifications to the kernel (libfuse 3.14 has no
+                                    // fuse_req_session)
 };
 
 fuse_lowlevel_ops fuse_operations();

@@ -161,6 +161,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
     error = with_fuse_complaint("bad FUSE options") + " (see stripefs --help)";
     return launch.fail(error);
   }
+  context.session = session.get();
   fuse_set_log_func(nullptr);  // from here on libfuse logs as it does
 
   const std::string journal = config.journal_device;
