@@ -42,20 +42,7 @@ std::pair<std::string, std::string> mount_entry(const std::string& mountpoint) {
 }
 
 std::string fstype_of(const std::string& mountpoint) {
-  std::ifstream info("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(info, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point, rest;
-    fields >> id >> parent >> dev >> root >> point;
-    if (point != mountpoint) continue;
-    while (fields >> rest && rest != "-") {
-    }
-    std::string type;
-    fields >> type;
-    return type;
-  }
-  return "";
+  return mount_entry(mountpoint).first;
 }
 
 class FstabMount : public ::testing::Test {
