@@ -92,7 +92,12 @@ struct Attr {
 
 struct Caller {
   uint32_t uid = 0, gid = 0;
+  uint32_t umask = 0;  // a create's, applied here only with POSIX ACLs on (enable_posix_acls)
 };
+
+// Whether the caller may keep set-group-ID on a node of group `gid` it changes: root, or a
+// member of `gid` (the kernel's in_group_or_capable). Empty: it may.
+using KeepsSgid = std::function<bool(uint32_t gid)>;
 
 // setattr's changes: each optional field is changed when set.
 struct SetAttr {
@@ -160,6 +165,12 @@ class Filesystem {
   Result<void> unmount();
 
   const FsSuperblock& superblock() const { return sb_; }
+  // From now on the kernel enforces POSIX ACLs and leaves the rest to this filesystem
+  // (FUSE_CAP_POSIX_ACL with FUSE_CAP_DONT_MASK): a new node inherits its directory's
+  // default ACL or has the caller's umask applied, chmod rewrites the access ACL, and
+  // setting an access ACL rewrites the mode (acl_ops.cpp). Called once, before any request.
+  void enable_posix_acls() { posix_acls_ = true; }
+  bool posix_acls() const { return posix_acls_; }
   FsStats stats() const;
   MetaStats meta_stats() const { return meta_->stats(); }
 
@@ -220,7 +231,8 @@ class Filesystem {
   Result<void> sync();  // everything: data, then metadata commit
 
   // ---- xattrs ----
-  Result<void> setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags);
+  Result<void> setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags,
+                        const KeepsSgid& keeps_sgid = {});
   Result<std::string> getxattr(uint64_t ino, std::string_view name);
   Result<std::vector<std::string>> listxattr(uint64_t ino);
   Result<void> removexattr(uint64_t ino, std::string_view name);
@@ -374,6 +386,16 @@ class Filesystem {
   Result<std::vector<Xattr>> load_xattrs(Inode& inode);
   Result<void> store_xattrs(Inode& inode, const std::vector<Xattr>& attrs);
 
+  // POSIX ACLs (acl_ops.cpp), with posix_acls_ on
+  // A node just made in `dir`: its directory's default ACL inherited (a directory keeps a
+  // copy as its own default), or else the umask applied.
+  Result<void> inherit_acls(Inode& dir, Inode& node, uint32_t umask);
+  // chmod to `mode`: the access ACL, if any, follows it.
+  Result<void> chmod_acl(Inode& node, uint32_t mode);
+  // setxattr of system.posix_acl_access or _default: checked, the mode kept in step.
+  Result<void> set_acl(Inode& node, std::string_view name, std::string_view value,
+                       const KeepsSgid& keeps_sgid);
+
   Volume& volume_;
   FsOptions options_;
   FsSuperblock sb_;
@@ -383,6 +405,7 @@ class Filesystem {
   std::unique_ptr<BitmapAllocator> blocks_;
   std::unique_ptr<BitmapAllocator> inodes_;
   std::unique_ptr<OrphanList> orphans_;  // null: a filesystem made without one (minor 0)
+  std::atomic<bool> posix_acls_{false};   // enable_posix_acls
 
   std::mutex commit_mutex_;  // lock 1 (see the top of this file)
   // Lock 2: guards what follows, up to the background threads. Owned: finish_read(), on a

@@ -80,6 +80,9 @@ Result<Attr> Filesystem::setattr(uint64_t ino, const SetAttr& change) {
     if (*change.size > kMaxFileSize) return fail(EFBIG, "file too large");
     if (auto r = truncate(n, *change.size, lock); !r) return fail(r.error());
   }
+  if (change.mode && posix_acls_) {
+    if (auto r = chmod_acl(n, *change.mode); !r) return fail(r.error());
+  }
   if (change.mode) n.disk.mode = (n.disk.mode & S_IFMT) | (*change.mode & 07777);
   if (change.uid) n.disk.uid = *change.uid;
   if (change.gid) n.disk.gid = *change.gid;
@@ -137,6 +140,13 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
   if (!created) return fail(created.error());
   Inode& n = **created;
   n.disk.rdev = (type == S_IFCHR || type == S_IFBLK) ? rdev : 0;
+  if (posix_acls_) {
+    if (auto r = inherit_acls(d, n, caller.umask); !r) {
+      n.disk.nlink = 0;  // never named: freed with its attributes
+      maybe_evict(n, lock);
+      return fail(r.error());
+    }
+  }
   if (type == S_IFDIR) {
     n.disk.nlink = 2;
     if (auto r = directory(n).init(); !r) {
@@ -145,7 +155,7 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
       return fail(r.error());
     }
   }
-  if (auto r = directory(d).add(name, n.ino, dtype(final_mode)); !r) {
+  if (auto r = directory(d).add(name, n.ino, dtype(n.disk.mode)); !r) {
     n.disk.nlink = 0;
     maybe_evict(n, lock);
     return fail(r.error());

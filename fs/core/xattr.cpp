@@ -8,6 +8,7 @@
 
 #include "fs/core/filesystem.hpp"
 #include "fs/core/fs_log.hpp"
+#include "fs/core/posix_acl.hpp"
 #include "fs/core/xattr_format.hpp"
 
 namespace stripefs::fs {
@@ -104,13 +105,16 @@ Result<void> Filesystem::store_xattrs(Inode& inode, const std::vector<Xattr>& at
 }
 
 Result<void> Filesystem::setxattr(uint64_t ino, std::string_view name, std::string_view value,
-                                  int flags) {
+                                  int flags, const KeepsSgid& keeps_sgid) {
   Lock lock = change_lock();
   if (auto r = check_writable(); !r) return r;
   if (auto r = check_namespace(name); !r) return r;
   if (value.size() > 65536) return fail(E2BIG, "attribute value too large");
   auto found = get_inode(ino);
   if (!found) return fail(found.error());
+  if (posix_acls_ && (name == kAclAccessName || name == kAclDefaultName)) {
+    return set_acl(**found, name, value, keeps_sgid);  // the kernel sends no flags for these
+  }
   auto attrs = load_xattrs(**found);
   if (!attrs) return fail(attrs.error());
   auto it =

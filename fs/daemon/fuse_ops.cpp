@@ -23,9 +23,11 @@ Filesystem& fs_of(fuse_req_t req) {
   return *context(req).fs;
 }
 
+// The umask is a create's (mknod, mkdir, create), left to us with FUSE_CAP_DONT_MASK.
 Caller caller_of(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  return {static_cast<uint32_t>(ctx->uid), static_cast<uint32_t>(ctx->gid)};
+  return {static_cast<uint32_t>(ctx->uid), static_cast<uint32_t>(ctx->gid),
+          static_cast<uint32_t>(ctx->umask)};
 }
 
 // Whether the caller of `req` has `gid` among its supplementary groups.
@@ -108,6 +110,15 @@ void reply_void(fuse_req_t req, const Result<void>& r) {
 
 void op_init(void* userdata, fuse_conn_info* conn) {
   auto* ctx = static_cast<FuseContext*>(userdata);
+  // The kernel checks POSIX ACLs; inheriting them, the umask and keeping the mode in step
+  // with them are ours (Filesystem::enable_posix_acls).
+  constexpr unsigned kAcls = FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+  if (ctx->posix_acl && (conn->capable & kAcls) == kAcls) {
+    conn->want |= kAcls;
+    ctx->fs->enable_posix_acls();
+  } else {
+    conn->want &= ~kAcls;
+  }
   conn->max_write = 1u << 20;
   conn->max_readahead = 1u << 20;
   // Asynchronous requests (readahead, O_DIRECT aio) past max_background make their
@@ -399,7 +410,18 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                  int flags) {
-  reply_void(req, fs_of(req).setxattr(ino, name, std::string_view(value, size), flags));
+  const Caller c = caller_of(req);
+  auto keeps_sgid = [req, c](uint32_t gid) {
+    return c.uid == 0 || c.gid == gid || caller_in_group(req, gid);
+  };
+  auto r = fs_of(req).setxattr(ino, name, std::string_view(value, size), flags, keeps_sgid);
+  // An access ACL set may have changed the mode, which the kernel keeps cached.
+  fuse_session* session = context(req).session;
+  if (r && fs_of(req).posix_acls() && std::string_view(name) == "system.posix_acl_access" &&
+      session != nullptr) {
+    (void)fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
+  }
+  reply_void(req, r);
 }
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {

@@ -20,6 +20,7 @@ struct FuseContext {
   double attr_timeout = 1.0;
   bool writeback_cache = false;     // let the kernel cache writes (FUSE_CAP_WRITEBACK_CACHE)
   bool direct_io = false;           // bypass the kernel page cache for file data
+  bool posix_acl = true;            // ask the kernel to enforce POSIX ACLs (acl, noacl)
   fuse_session* session = nullptr;  // for notifications to the kernel (libfuse 3.14 has no
                                     // fuse_req_session)
 };

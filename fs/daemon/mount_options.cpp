@@ -37,6 +37,8 @@ constexpr const char* kUsage =
     "                        first member); subtype=NAME its type, fuse.NAME (stripefs)\n"
     "  writeback_cache       let the kernel cache writes too\n"
     "  direct_io             bypass the kernel page cache for file data\n"
+    "  acl, noacl            POSIX ACLs enforced by the kernel and inherited from default\n"
+    "                        ACLs (acl, the default, as ext4), or stored only (noacl)\n"
     "  force                 start a dirty degraded array, rebuild damaged bitmap/journal\n"
     "  speed_limit_min=SIZE  rebuild rate per second while the array has other I/O (default\n"
     "                        16M; also stripefsctl speed)\n"
@@ -65,6 +67,7 @@ struct Raw {
   int io_threads_given = 0;
   int writeback_cache = 0;
   int direct_io = 0;
+  int noacl = 0;
   int force = 0;
   int read_only = 0;
   int help = 0;
@@ -112,6 +115,8 @@ const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0
                              STRIPEFS_OPT("io_threads=", io_threads_given, 1),
                              STRIPEFS_OPT("writeback_cache", writeback_cache, 1),
                              STRIPEFS_OPT("direct_io", direct_io, 1),
+                             STRIPEFS_OPT("acl", noacl, 0),
+                             STRIPEFS_OPT("noacl", noacl, 1),
                              STRIPEFS_OPT("force", force, 1),
                              FUSE_OPT_KEY("-h", kKeyHelp),
                              FUSE_OPT_KEY("--help", kKeyHelp),
@@ -276,6 +281,7 @@ Result<MountOptions> parse_mount_options(fuse_args& args, std::string (*fuse_com
   out.fs.read_only = raw.read_only != 0;
   out.writeback_cache = raw.writeback_cache != 0;
   out.direct_io = raw.direct_io != 0;
+  out.posix_acl = raw.noacl == 0;
   out.force = raw.force != 0;
   out.foreground = raw.foreground != 0;
   out.debug = raw.debug != 0;

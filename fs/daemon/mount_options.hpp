@@ -26,6 +26,7 @@ struct MountOptions {
   unsigned io_threads = 0;          // io_threads=N; 0: default_io_threads()
   bool writeback_cache = false;
   bool direct_io = false;
+  bool posix_acl = true;  // acl (default) or noacl: POSIX ACLs enforced by the kernel
   bool force = false;
   uint64_t speed_limit_min = 16u << 20;  // speed_limit_min=SIZE: rebuild rate with user I/O
   uint64_t speed_limit_max = 0;          // speed_limit_max=SIZE: rebuild rate idle; 0 no limit

@@ -147,6 +147,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   fs::FuseContext context;
   context.writeback_cache = config.writeback_cache;
   context.direct_io = config.direct_io;
+  context.posix_acl = config.posix_acl;
   // The kernel checks permissions from the mode bits, as on any local filesystem.
   fuse_opt_add_arg(&args, "-odefault_permissions");
   // The mount's name (mount(8), df, findmnt) and type: the user's, when given.

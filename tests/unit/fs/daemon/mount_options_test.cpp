@@ -45,6 +45,7 @@ TEST(MountOptions, SourceMountpointAndDefaults) {
   EXPECT_EQ(o->readahead, uint64_t{4} << 20);
   EXPECT_EQ(o->io_threads, 0u) << "0: the default, computed at mount";
   EXPECT_EQ(o->max_read_errors, 20u) << "md's default";
+  EXPECT_TRUE(o->posix_acl) << "ACLs enforced by default, as on ext4";
   EXPECT_FALSE(o->writeback_cache || o->direct_io || o->force || o->foreground || o->debug ||
                o->single || o->help || o->version);
   auto apart = parse({"stripefs", "/dev/a", "/dev/b", "/dev/c", "/mnt"});
@@ -56,7 +57,7 @@ TEST(MountOptions, EachOptionOfItsOwn) {
   std::vector<std::string> left;
   auto o = parse({"stripefs", "-o",
                   "journal_device=/dev/j,write_hole=open,writeback_delay=2.5,commit_interval=30,"
-                  "cache_size=64M,readahead=0,io_threads=8,writeback_cache,direct_io,force",
+                  "cache_size=64M,readahead=0,io_threads=8,writeback_cache,direct_io,force,noacl",
                   "-s", "src", "/mnt"},
                  &left);
   ASSERT_TRUE(o) << o.error().message;
@@ -70,6 +71,7 @@ TEST(MountOptions, EachOptionOfItsOwn) {
   EXPECT_TRUE(o->writeback_cache);
   EXPECT_TRUE(o->direct_io);
   EXPECT_TRUE(o->force);
+  EXPECT_FALSE(o->posix_acl);
   EXPECT_TRUE(o->single);
   EXPECT_FALSE(o->foreground);
   // None of them is FUSE's: nothing is left for it but the program name.
@@ -185,7 +187,7 @@ TEST(MountOptions, UsageNamesEveryOption) {
   for (const char* name :
        {"journal_device=", "write_hole=", "writeback_delay=", "commit_interval=", "cache_size=",
         "io_threads=", "readahead=", "writeback_cache", "direct_io", "force",
-        "max_read_errors=", "fsname=", "subtype=", "-f", "-d", "-s"}) {
+        "max_read_errors=", "fsname=", "subtype=", "acl", "noacl", "-f", "-d", "-s"}) {
     EXPECT_NE(usage.find(name), std::string::npos) << name;
   }
 }
