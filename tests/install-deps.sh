@@ -13,8 +13,9 @@ packages=(
   # libraries (see README: Dependencies)
   libfuse3-dev fuse3 liburing-dev libisal-dev libspdlog-dev libfmt-dev libpmem2-dev
   libcli11-dev nlohmann-json3-dev libblkid-dev libabsl-dev
-  # tests (tests/check uses xfs_io, setfattr/getfattr and python3 as xfstests does)
-  libgtest-dev xfsprogs attr python3
+  # tests (tests/check uses xfs_io, setfattr/getfattr, setfacl/getfacl and python3 as
+  # xfstests does)
+  libgtest-dev xfsprogs attr acl python3
   # the export tests (tests/check group export): real Samba and NFS-Ganesha on loopback
   samba samba-vfs-modules smbclient samba-testsuite
   nfs-ganesha nfs-ganesha-vfs libnfs-utils rpcbind
