@@ -189,6 +189,9 @@ class Filesystem {
                                      const std::function<bool(uint32_t gid)>& in_group);
   Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
                      const Caller& caller);  // regular files, fifos, sockets, devices, dirs
+  // O_TMPFILE: a regular file made in `parent` (for its group and default ACL) with no name
+  // and no link, on the orphan list until linkat(2) names it; counts a lookup, as mknod.
+  Result<Attr> tmpfile(uint64_t parent, uint32_t mode, const Caller& caller);
   Result<Attr> symlink(uint64_t parent, std::string_view name, std::string_view target,
                        const Caller& caller);
   Result<std::string> readlink(uint64_t ino);

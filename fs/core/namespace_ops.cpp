@@ -167,6 +167,32 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
   return attr_of(n);
 }
 
+Result<Attr> Filesystem::tmpfile(uint64_t parent, uint32_t mode, const Caller& caller) {
+  Lock lock = change_lock();
+  if (auto r = check_writable(); !r) return fail(r.error());
+  if ((mode & S_IFMT) != S_IFREG) return fail(EINVAL, "a temporary file is a regular file");
+  auto dir = get_inode(parent);
+  if (!dir) return fail(dir.error());
+  Inode& d = **dir;
+  if (!d.is_dir()) return fail(ENOTDIR, "not a directory");
+  if (d.disk.nlink == 0) return fail(ENOENT, "directory was removed");
+  Caller owner = caller;
+  if (d.disk.mode & S_ISGID) owner.gid = d.disk.gid;
+  auto created = new_inode(mode, owner, 0);
+  if (!created) return fail(created.error());
+  Inode& n = **created;
+  n.disk.nlink = 0;  // stored on the orphan list: a crash before linkat frees it at mount
+  if (posix_acls_) {
+    if (auto r = inherit_acls(d, n, caller.umask); !r) {
+      maybe_evict(n, lock);
+      return fail(r.error());
+    }
+  }
+  dirty(n);
+  ++n.lookups;
+  return attr_of(n);
+}
+
 Result<Attr> Filesystem::symlink(uint64_t parent, std::string_view name, std::string_view target,
                                  const Caller& caller) {
   Lock lock = change_lock();

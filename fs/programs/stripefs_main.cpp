@@ -28,6 +28,7 @@
 #include "fs/daemon/fuse_ops.hpp"
 #include "fs/daemon/mount_options.hpp"
 #include "fs/daemon/status.hpp"
+#include "fs/daemon/tmpfile_op.hpp"
 #include "journal/journal_log.hpp"
 #include "journal/open_array.hpp"
 #include "raid/array.hpp"
@@ -234,6 +235,9 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
     fuse_set_log_func(keep_fuse_complaint);
     const int mounted = fuse_session_mount(session.get(), mountpoint.c_str());
     fuse_set_log_func(nullptr);
+    if (mounted == 0 && fs::install_tmpfile_op(session.get()) != 0) {
+      fs_log().warn("O_TMPFILE unavailable: libfuse refused the device hook");
+    }
     if (mounted == 0) {
       fs_log().info("mounted {} on {}", paths.front(), mountpoint);
       if (readahead != 0) set_readahead(absolute_mountpoint, readahead);
