@@ -12,6 +12,7 @@
 # (default 10000) empty files made on the mount beforehand. Throughput is the file's size
 # over smbclient's wall time; the listing is entries per second. Run as root (tmpfs,
 # smbd, drop_caches); samba and smbclient must be installed (tests/install-deps.sh).
+# STRIPEFS_OPTS replaces the stripefs mount's options (default allow_other).
 set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,7 +22,7 @@ work=/dev/shm/stripefs-smb-bench
 size_arg=1G
 entries=10000
 repeat=3
-stripefs_opts=allow_other
+stripefs_opts=${STRIPEFS_OPTS:-allow_other}
 
 usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() {
