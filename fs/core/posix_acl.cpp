@@ -69,9 +69,9 @@ Result<PosixAcl> PosixAcl::decode(std::string_view value) {
     if (e.tag != kAclUser && e.tag != kAclGroup) e.id = kUndefinedId;
     if (!acl.entries_.empty()) {
       const AclEntry& prev = acl.entries_.back();
-      const bool ordered = prev.tag < e.tag || (prev.tag == e.tag &&
-                                                (e.tag == kAclUser || e.tag == kAclGroup) &&
-                                                prev.id < e.id);
+      const bool ordered =
+          prev.tag < e.tag ||
+          (prev.tag == e.tag && (e.tag == kAclUser || e.tag == kAclGroup) && prev.id < e.id);
       if (!ordered) return fail(EINVAL, "ACL entry {}: out of order or repeated", i);
     }
     acl.entries_.push_back(e);
@@ -117,7 +117,8 @@ uint32_t PosixAcl::mode_bits() const {
   for (const AclEntry& e : entries_) has_mask |= e.tag == kAclMask;
   uint32_t bits = 0;
   for (const AclEntry& e : entries_) {
-    if (e.tag == kAclUserObj || e.tag == kAclOther || e.tag == (has_mask ? kAclMask : kAclGroupObj)) {
+    if (e.tag == kAclUserObj || e.tag == kAclOther ||
+        e.tag == (has_mask ? kAclMask : kAclGroupObj)) {
       bits |= static_cast<uint32_t>(e.perm) << class_shift(e.tag);
     }
   }
@@ -128,7 +129,8 @@ void PosixAcl::apply_mode(uint32_t mode) {
   bool has_mask = false;
   for (const AclEntry& e : entries_) has_mask |= e.tag == kAclMask;
   for (AclEntry& e : entries_) {
-    if (e.tag == kAclUserObj || e.tag == kAclOther || e.tag == (has_mask ? kAclMask : kAclGroupObj)) {
+    if (e.tag == kAclUserObj || e.tag == kAclOther ||
+        e.tag == (has_mask ? kAclMask : kAclGroupObj)) {
       e.perm = static_cast<uint16_t>((mode >> class_shift(e.tag)) & 7);
     }
   }

@@ -61,14 +61,14 @@ bool send_reply(int fd, uint64_t unique, int error, const void* body, size_t siz
 
 // FUSE_TMPFILE: made and opened as op_create makes and opens a file, replied as create is
 // (an entry and an open file).
-void answer_tmpfile(int fd, const fuse_in_header& in, const fuse_create_in& arg,
-                    FuseContext& ctx) {
+void answer_tmpfile(int fd, const fuse_in_header& in, const fuse_create_in& arg, FuseContext& ctx) {
   Filesystem& fs = *ctx.fs;
   const Caller caller{in.uid, in.gid, arg.umask};
   auto made = fs.tmpfile(in.nodeid, arg.mode, caller);
   if (!made) {
-    if (made.error().code == EIO) fs_log().warn("{}", made.error().message);
-    (void)send_reply(fd, in.unique, made.error().code, nullptr, 0);
+    const int code = made.error().code;
+    if (code == EIO || code == EUCLEAN) fs_log().warn("{}", made.error().message);
+    (void)send_reply(fd, in.unique, code == EUCLEAN ? EIO : code, nullptr, 0);  // as reply_error
     return;
   }
   if (auto opened = fs.open(made->ino); !opened) {
@@ -117,8 +117,8 @@ ssize_t write_reply(int fd, iovec* iov, int count, void*) {
 
 // Replies are spliced to the device as before the hook (a custom io without it would make
 // libfuse copy a reply of several buffers into one first).
-ssize_t splice_reply(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
-                     unsigned flags, void*) {
+ssize_t splice_reply(int fdin, off_t* offin, int fdout, off_t* offout, size_t len, unsigned flags,
+                     void*) {
   return ::splice(fdin, offin, fdout, offout, len, flags);
 }
 

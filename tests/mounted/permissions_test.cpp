@@ -306,18 +306,29 @@ std::string acl(std::initializer_list<Entry> entries) {
   return s;
 }
 
+// u::rw-, u:nobody:r--, g::---, m::r--, o::---
+std::string nobody_may_read() {
+  return acl({{kUserObj, 6, kNoId},
+              {kUser, 4, kNobody},
+              {kGroupObj, 0, kNoId},
+              {kMask, 4, kNoId},
+              {kOther, 0, kNoId}});
+}
+
+// An attribute's value, or "" when there is none.
+std::string xattr_of(const std::string& file, const char* name) {
+  char value[256];
+  const ssize_t n = getxattr(file.c_str(), name, value, sizeof(value));
+  return n < 0 ? std::string() : std::string(value, static_cast<size_t>(n));
+}
+
 #define ASSERT_SET_ACL(file, name, value) \
   ASSERT_SYS(setxattr((file).c_str(), name, (value).data(), (value).size(), 0))
 
 TEST_F(Permissions, AnAclEntryGrantsANamedUserWhatTheModeDoesNot) {
   ASSERT_NO_FATAL_FAILURE(make_file("private", 0600));
   const std::string file = path("private");
-  // u::rw-, u:nobody:r--, g::---, m::r--, o::---
-  const std::string value = acl({{kUserObj, 6, kNoId},
-                                 {kUser, 4, kNobody},
-                                 {kGroupObj, 0, kNoId},
-                                 {kMask, 4, kNoId},
-                                 {kOther, 0, kNoId}});
+  const std::string value = nobody_may_read();
   ASSERT_SET_ACL(file, "system.posix_acl_access", value);
   EXPECT_EQ(stat_of(file).st_mode, S_IFREG | 0640) << "the mask shows as the group bits";
   as_nobody([&](ChildChecks& c) {
@@ -329,10 +340,7 @@ TEST_F(Permissions, AnAclEntryGrantsANamedUserWhatTheModeDoesNot) {
   // chmod moves the mask: g::--- now takes the named entry's read away too.
   ASSERT_SYS(chmod(file.c_str(), 0600));
   as_nobody([&](ChildChecks& c) { CHILD_ERRNO(c, EACCES, open(file.c_str(), O_RDONLY)); });
-  char stored[256];
-  const ssize_t n = getxattr(file.c_str(), "system.posix_acl_access", stored, sizeof(stored));
-  ASSERT_EQ(n, static_cast<ssize_t>(value.size()));
-  EXPECT_EQ(std::string(stored, static_cast<size_t>(n)),
+  EXPECT_EQ(xattr_of(file, "system.posix_acl_access"),
             acl({{kUserObj, 6, kNoId},
                  {kUser, 4, kNobody},
                  {kGroupObj, 0, kNoId},
@@ -368,11 +376,8 @@ TEST_F(Permissions, ADefaultAclIsInheritedInsteadOfTheUmask) {
   ASSERT_EQ(made, 0) << errno_name(made_errno);
   EXPECT_EQ(stat_of(dir + "/report").st_mode, S_IFREG | 0664) << "the umask is not applied";
   EXPECT_EQ(stat_of(dir + "/sub").st_mode, S_IFDIR | 0775);
-  char stored[256];
-  const ssize_t n =
-      getxattr((dir + "/sub").c_str(), "system.posix_acl_default", stored, sizeof(stored));
-  ASSERT_EQ(n, static_cast<ssize_t>(def.size())) << "a subdirectory inherits the default";
-  EXPECT_EQ(std::string(stored, static_cast<size_t>(n)), def);
+  EXPECT_EQ(xattr_of(dir + "/sub", "system.posix_acl_default"), def)
+      << "a subdirectory inherits the default";
   const std::string report = dir + "/report";
   const std::string nested = dir + "/sub/nested";
   as_nobody([&](ChildChecks& c) {
@@ -410,11 +415,7 @@ class PermissionsNoAcl : public Permissions {
 TEST_F(PermissionsNoAcl, AclsAreStoredButNotEnforced) {
   ASSERT_NO_FATAL_FAILURE(make_file("private", 0600));
   const std::string file = path("private");
-  const std::string value = acl({{kUserObj, 6, kNoId},
-                                 {kUser, 4, kNobody},
-                                 {kGroupObj, 0, kNoId},
-                                 {kMask, 4, kNoId},
-                                 {kOther, 0, kNoId}});
+  const std::string value = nobody_may_read();
   ASSERT_SET_ACL(file, "system.posix_acl_access", value);
   EXPECT_EQ(stat_of(file).st_mode, S_IFREG | 0600);
   as_nobody([&](ChildChecks& c) { CHILD_ERRNO(c, EACCES, open(file.c_str(), O_RDONLY)); });

@@ -11,8 +11,8 @@ namespace stripefs::test {
 namespace {
 
 using fs::AclEntry;
-using fs::PosixAcl;
 using fs::kRootInode;
+using fs::PosixAcl;
 constexpr uint32_t kNone = PosixAcl::kUndefinedId;
 
 std::string acl_of(std::vector<AclEntry> entries) {
@@ -108,8 +108,8 @@ TEST(AclOps, ChmodRewritesTheAccessACLsMask) {
 TEST(AclOps, AnACLTheModeSaysInFullIsNotStoredAndSetgidGoesForAnOutsider) {
   AclFs t;
   const uint64_t f = t.create(kRootInode, "f", S_IFREG | S_ISGID | 0640);
-  const std::string plain =
-      acl_of({{fs::kAclUserObj, 7, kNone}, {fs::kAclGroupObj, 5, kNone}, {fs::kAclOther, 1, kNone}});
+  const std::string plain = acl_of(
+      {{fs::kAclUserObj, 7, kNone}, {fs::kAclGroupObj, 5, kNone}, {fs::kAclOther, 1, kNone}});
   auto outsider = [](uint32_t) { return false; };
   ASSERT_TRUE(t.fs->setxattr(f, fs::kAclAccessName, plain, 0, outsider));
   EXPECT_EQ(t.mode(f), uint32_t{S_IFREG | 0751}) << "set-group-ID dropped";
@@ -123,8 +123,8 @@ TEST(AclOps, AnACLTheModeSaysInFullIsNotStoredAndSetgidGoesForAnOutsider) {
 TEST(AclOps, WithoutACLsOnTheValuesAreKeptAsTheyCome) {
   MemoryFs t;  // noacl: the kernel applied the umask, and enforces nothing
   const uint64_t f = t.create(kRootInode, "f", S_IFREG | 0640);
-  const std::string plain =
-      acl_of({{fs::kAclUserObj, 7, kNone}, {fs::kAclGroupObj, 5, kNone}, {fs::kAclOther, 1, kNone}});
+  const std::string plain = acl_of(
+      {{fs::kAclUserObj, 7, kNone}, {fs::kAclGroupObj, 5, kNone}, {fs::kAclOther, 1, kNone}});
   ASSERT_TRUE(t.fs->setxattr(f, fs::kAclAccessName, plain, 0));
   EXPECT_EQ(*t.fs->getxattr(f, fs::kAclAccessName), plain);
   EXPECT_EQ(t.fs->getattr(f)->mode, uint32_t{S_IFREG | 0640});
