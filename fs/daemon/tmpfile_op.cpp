@@ -93,21 +93,30 @@ void answer_tmpfile(int fd, const fuse_in_header& in, const fuse_create_in& arg,
   }
 }
 
+// A request just read: FUSE_TMPFILE is answered here (true); any other is libfuse's.
+// Apart from read_request so that the frame blocked in read(2) holds no locals: libfuse
+// ends its workers with pthread_cancel there, and a sanitizer build would keep the poisoned
+// redzones of such locals on a stack the thread's exit then runs on (a false report).
+[[gnu::noinline]] bool answered_here(int fd, const void* buf, size_t n, void* userdata) {
+  fuse_in_header in;
+  std::memcpy(&in, buf, sizeof(in));
+  if (in.opcode != FUSE_TMPFILE) return false;
+  if (n < sizeof(in) + sizeof(fuse_create_in)) {
+    (void)send_reply(fd, in.unique, EINVAL, nullptr, 0);
+    return true;
+  }
+  fuse_create_in arg;
+  std::memcpy(&arg, static_cast<const char*>(buf) + sizeof(in), sizeof(arg));
+  answer_tmpfile(fd, in, arg, *static_cast<FuseContext*>(userdata));
+  return true;
+}
+
 // The session's read: the next request that is not FUSE_TMPFILE, answering those on the way.
 ssize_t read_request(int fd, void* buf, size_t len, void* userdata) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, len);
     if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) return n;
-    fuse_in_header in;
-    std::memcpy(&in, buf, sizeof(in));
-    if (in.opcode != FUSE_TMPFILE) return n;
-    if (static_cast<size_t>(n) < sizeof(in) + sizeof(fuse_create_in)) {
-      (void)send_reply(fd, in.unique, EINVAL, nullptr, 0);
-      continue;
-    }
-    fuse_create_in arg;
-    std::memcpy(&arg, static_cast<const char*>(buf) + sizeof(in), sizeof(arg));
-    answer_tmpfile(fd, in, arg, *static_cast<FuseContext*>(userdata));
+    if (!answered_here(fd, buf, static_cast<size_t>(n), userdata)) return n;
   }
 }
 
