@@ -80,11 +80,13 @@ for share in stripefs baseline; do
   (cd "$mnt/many" && seq -f "entry-%06g" 1 "$entries" | xargs touch)
 done
 
-seconds() { # command...: wall time in seconds
+seconds() { # command...: wall time in seconds; a command that fails stops the run (a failed
+  # transfer is not a fast one)
   local t0 t1
   t0=$(date +%s%N)
-  "$@" >/dev/null 2>&1
+  "$@" >"$work/last.out" 2>&1 || die "$* failed: $(grep -m1 NT_STATUS "$work/last.out" || tail -1 "$work/last.out")"
   t1=$(date +%s%N)
+  ! grep -q NT_STATUS_ "$work/last.out" || die "$*: $(grep -m1 NT_STATUS_ "$work/last.out")"
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }'
 }
 declare -A vals=()
@@ -97,7 +99,8 @@ for run in $(seq 1 "$repeat"); do
     drop_caches
     s=$(seconds _smbclient "$share" "get file $work/back")
     record "${share}_get" "$(awk -v m="$size_mib" -v s="$s" 'BEGIN { printf "%.1f", m / s }')"
-    if [ "$run" = 1 ]; then cmp -s "$work/file" "$work/back" || die "$share: the file came back different"; fi
+    # Every run: smbclient can report success for a transfer cut short.
+    cmp -s "$work/file" "$work/back" || die "$share: the file came back different"
     drop_caches
     listed=$(_smbclient "$share" "cd many; ls" | grep -c ' entry-')
     [ "$listed" = "$entries" ] || die "$share: listed $listed of $entries entries"
