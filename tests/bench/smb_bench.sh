@@ -80,13 +80,16 @@ for share in stripefs baseline; do
   (cd "$mnt/many" && seq -f "entry-%06g" 1 "$entries" | xargs touch)
 done
 
-seconds() { # command...: wall time in seconds; a command that fails stops the run (a failed
-  # transfer is not a fast one)
-  local t0 t1
+seconds() { # command...: wall time in seconds; a command that fails (its exit status, or an
+  # NT_STATUS_ error smbclient printed but did not exit on) stops the run: a failed transfer
+  # is not a fast one
+  local t0 t1 rc=0
   t0=$(date +%s%N)
-  "$@" >"$work/last.out" 2>&1 || die "$* failed: $(grep -m1 NT_STATUS "$work/last.out" || tail -1 "$work/last.out")"
+  "$@" >"$work/last.out" 2>&1 || rc=$?
   t1=$(date +%s%N)
-  ! grep -q NT_STATUS_ "$work/last.out" || die "$*: $(grep -m1 NT_STATUS_ "$work/last.out")"
+  if [ $rc -ne 0 ] || grep -q NT_STATUS_ "$work/last.out"; then
+    die "$* failed: $(grep -m1 NT_STATUS_ "$work/last.out" || tail -1 "$work/last.out")"
+  fi
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }'
 }
 declare -A vals=()
