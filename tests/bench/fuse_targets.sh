@@ -133,15 +133,16 @@ build_passthrough() {
   passthrough_bin="$work/bin/passthrough_ll"
 }
 
+# setup_passthrough MNT DIR [OPTION,...]: the options go to passthrough_ll's -o after source=.
 setup_passthrough() {
-  local mnt=$1 dir=$2
+  local mnt=$1 dir=$2 extra=${3:+,$3}
   mkdir -p "$dir/source" || return 1
   mounts+=("$mnt")
   # passthrough_ll (3.14) keeps an O_PATH descriptor open for every inode the kernel
   # knows, so give it the hard limit on open files.
   (
     ulimit -n "$(ulimit -Hn)"
-    exec "$passthrough_bin" -f -o "source=$dir/source" "$mnt" >"$dir/passthrough_ll.log" 2>&1
+    exec "$passthrough_bin" -f -o "source=$dir/source$extra" "$mnt" >"$dir/passthrough_ll.log" 2>&1
   ) &
   pids+=("$!")
   wait_mounted "$mnt" "$!"

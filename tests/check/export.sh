@@ -5,7 +5,9 @@
 #
 #   _require_samba           notrun without smbd, smbclient, smbtorture, getfattr
 #   _start_smbd [DIR]        serves TEST_DIR as share "stripefs" and DIR (when given) as
-#                            "baseline"; sets SMB_PORT; user root, password SMB_PASSWORD
+#                            "baseline"; sets SMB_PORT; user root, password SMB_PASSWORD.
+#                            SMB_SHARE_EXTRA (lines of "option = value") goes into both
+#                            shares' sections
 #   _smbclient SHARE CMDS    smbclient's commands (-c) on a share, as root
 #   _stop_smbd               (also at exit)
 #   _require_ganesha         notrun without ganesha.nfsd, its VFS FSAL, libnfs-utils, rpcbind
@@ -100,6 +102,7 @@ CONF
   vfs objects = acl_xattr streams_xattr
   ea support = yes
   store dos attributes = yes
+${SMB_SHARE_EXTRA:-}
 CONF
   done
   printf '%s\n%s\n' "$SMB_PASSWORD" "$SMB_PASSWORD" |
