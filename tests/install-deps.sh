@@ -17,8 +17,8 @@ packages=(
   # xfstests does)
   libgtest-dev xfsprogs attr acl python3
   # the export tests (tests/check group export): real Samba and NFS-Ganesha on loopback
-  samba samba-vfs-modules smbclient samba-testsuite
-  nfs-ganesha nfs-ganesha-vfs libnfs-utils rpcbind
+  samba samba-vfs-modules smbclient samba-testsuite python3-smbc
+  nfs-ganesha nfs-ganesha-vfs libnfs-utils libnfs-dev rpcbind
 )
 
 missing=()

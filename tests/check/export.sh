@@ -4,6 +4,7 @@
 # with everything it started when the test ends.
 #
 #   _require_samba           notrun without smbd, smbclient, smbtorture, getfattr
+#   _require_smbc            notrun without python3-smbc (libsmbclient from Python)
 #   _start_smbd [DIR]        serves TEST_DIR as share "stripefs" and DIR (when given) as
 #                            "baseline"; sets SMB_PORT; user root, password SMB_PASSWORD.
 #                            SMB_SHARE_EXTRA (lines of "option = value") goes into both
@@ -63,6 +64,10 @@ _require_samba() {
   _require_command smbtorture samba-testsuite
   [ -e /usr/lib/x86_64-linux-gnu/samba/vfs/streams_xattr.so ] ||
     _notrun "samba's vfs modules are not installed (Debian package samba-vfs-modules)"
+}
+
+_require_smbc() {
+  /usr/bin/python3 -c 'import smbc' 2>/dev/null || _notrun "python3-smbc is not installed"
 }
 
 _start_smbd() { # [baseline-dir]
