@@ -1,14 +1,18 @@
 // What an NFS or SMB server exporting the mount relies on, each a known trap of FUSE NAS
 // filesystems: file handles (name_to_handle_at, as knfsd and Ganesha's FSAL_VFS use them)
 // that work after the kernel forgot the inode and after a remount, and go stale once the
-// inode is gone or reused; "." and ".." looked up by inode; directory link counts; ENODATA
-// for an absent xattr; and every kind of lock answered, never hung.
+// inode is gone or reused, for every kind of node; "." and ".." looked up by inode;
+// directory link counts; ENODATA for an absent xattr; and every kind of lock answered,
+// never hung, blocking ones granted once the holder lets go.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -16,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mounted/mounted_fixture.hpp"
@@ -64,8 +69,25 @@ TEST_F(ExportTraps, HandlesWorkAfterTheKernelForgotTheInodeAndAfterARemount) {
   ASSERT_SYS(mkdir(path("d").c_str(), 0755));
   ASSERT_SYS(mkdir(path("d/sub").c_str(), 0755));
   ASSERT_TRUE(write_file(path("d/f"), to_bytes("handle me")));
+  ASSERT_SYS(symlink("f", path("d/link").c_str()));
+  ASSERT_SYS(mkfifo(path("d/fifo").c_str(), 0644));
+  ASSERT_SYS(mknod(path("d/null").c_str(), S_IFCHR | 0644, makedev(1, 3)));
   const Handle file = handle_of(path("d/f"));
   const Handle dir = handle_of(path("d/sub"));
+  // Every other kind of node too (name_to_handle_at without AT_SYMLINK_FOLLOW: the link).
+  struct Special {
+    const char* name;
+    mode_t type;
+    Handle handle;
+    ino_t ino;
+  };
+  std::vector<Special> specials;
+  for (auto [name, type] :
+       {std::pair{"d/link", S_IFLNK}, std::pair{"d/fifo", S_IFIFO}, std::pair{"d/null", S_IFCHR}}) {
+    specials.push_back(
+        {name, static_cast<mode_t>(type), handle_of(path(name)), lstat_of(path(name)).st_ino});
+    ASSERT_TRUE(specials.back().handle.fh) << name;
+  }
   ASSERT_TRUE(file.fh && dir.fh);
   const ino_t d_ino = stat_of(path("d")).st_ino;
 
@@ -86,6 +108,18 @@ TEST_F(ExportTraps, HandlesWorkAfterTheKernelForgotTheInodeAndAfterARemount) {
     Fd parent(openat(sub.get(), "..", O_RDONLY | O_DIRECTORY));
     ASSERT_TRUE(parent.valid()) << errno_name(errno);
     EXPECT_EQ(fstat_of(parent.get()).st_ino, d_ino);
+    for (const Special& special : specials) {
+      Fd node(open_by(special.handle, O_PATH));
+      ASSERT_TRUE(node.valid()) << "open_by_handle_at " << special.name << ": "
+                                << errno_name(errno);
+      const struct stat st = fstat_of(node.get());
+      EXPECT_EQ(st.st_mode & S_IFMT, special.type) << special.name;
+      EXPECT_EQ(st.st_ino, special.ino) << special.name;
+    }
+    char target[16] = {};
+    Fd link(open_by(specials[0].handle, O_PATH));
+    EXPECT_EQ(readlinkat(link.get(), "", target, sizeof target - 1), 1) << errno_name(errno);
+    EXPECT_STREQ(target, "f");
   }
 }
 
@@ -216,6 +250,72 @@ TEST_F(ExportTraps, EveryKindOfLockIsAnsweredNeverHung) {
   });
   ASSERT_EQ(answered.wait_for(std::chrono::seconds(30)), std::future_status::ready)
       << "a lock request hung";
+  answered.get();
+}
+
+// A lock request that must wait (Samba's blocking byte-range locks, Ganesha's NLM and
+// NFSv4 blocking locks) waits while another holds the lock and is granted once it lets go:
+// flock, an open file description lock and a POSIX record lock (another process).
+TEST_F(ExportTraps, BlockingLocksWaitAndAreGrantedOnRelease) {
+  ASSERT_TRUE(write_file(path("f"), Bytes(8192, 1)));
+  auto answered = std::async(std::launch::async, [this] {
+    Fd holder = open_file(path("f"), O_RDWR);
+    Fd waiter = open_file(path("f"), O_RDWR);
+    // A waiter that has been granted says so; it must not be before the release.
+    const auto waits_then_gets = [&](auto lock, auto unlock, const char* what) {
+      std::atomic<bool> granted{false};
+      std::thread t([&] {
+        if (lock() == 0) granted = true;
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_FALSE(granted.load()) << what << ": granted while another held it";
+      EXPECT_SYS(unlock());
+      t.join();
+      EXPECT_TRUE(granted.load()) << what << ": not granted after the release";
+    };
+    EXPECT_SYS(flock(holder.get(), LOCK_EX));
+    waits_then_gets([&] { return flock(waiter.get(), LOCK_EX); },
+                    [&] { return flock(holder.get(), LOCK_UN); }, "flock");
+    EXPECT_SYS(flock(waiter.get(), LOCK_UN));
+
+    struct flock ofd {};
+    ofd.l_type = F_WRLCK;
+    ofd.l_len = 4096;
+    EXPECT_SYS(fcntl(holder.get(), F_OFD_SETLK, &ofd));
+    struct flock wanted = ofd;
+    struct flock release = ofd;
+    release.l_type = F_UNLCK;
+    waits_then_gets([&] { return fcntl(waiter.get(), F_OFD_SETLKW, &wanted); },
+                    [&] { return fcntl(holder.get(), F_OFD_SETLK, &release); }, "OFD lock");
+    EXPECT_SYS(fcntl(waiter.get(), F_OFD_SETLK, &release));
+
+    // POSIX record locks belong to processes: the waiter is a child, which reports through
+    // its exit status whether it waited (the parent's release comes after 200 ms).
+    struct flock rec {};
+    rec.l_type = F_WRLCK;
+    rec.l_whence = SEEK_SET;
+    rec.l_start = 10000;
+    rec.l_len = 10;
+    EXPECT_SYS(fcntl(holder.get(), F_SETLK, &rec));
+    const pid_t child = fork();
+    if (child == 0) {
+      const int fd = ::open(path("f").c_str(), O_RDWR);
+      struct flock want = rec;
+      const auto t0 = std::chrono::steady_clock::now();
+      const bool got = fcntl(fd, F_SETLKW, &want) == 0;
+      const bool waited = std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(100);
+      _exit(got && waited ? 0 : 1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    rec.l_type = F_UNLCK;
+    EXPECT_SYS(fcntl(holder.get(), F_SETLK, &rec));
+    int status = 0;
+    EXPECT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "the other process's F_SETLKW did not wait for the lock, or was not granted it";
+  });
+  ASSERT_EQ(answered.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "a blocking lock request hung after the release";
   answered.get();
 }
 
