@@ -8,7 +8,7 @@
 #   _start_smbd [DIR]        serves TEST_DIR as share "stripefs" and DIR (when given) as
 #                            "baseline"; sets SMB_PORT; user root, password SMB_PASSWORD.
 #                            SMB_SHARE_EXTRA (lines of "option = value") goes into both
-#                            shares' sections
+#                            shares' sections, SMB_GLOBAL_EXTRA into [global]
 #   _smbclient SHARE CMDS    smbclient's commands (-c) on a share, as root
 #   _stop_smbd               (also at exit)
 #   _require_ganesha         notrun without ganesha.nfsd, its VFS FSAL, libnfs-utils, rpcbind
@@ -96,6 +96,7 @@ _start_smbd() { # [baseline-dir]
   printing = bsd
   printcap name = /dev/null
   disable spoolss = yes
+${SMB_GLOBAL_EXTRA:-}
 CONF
   for share in stripefs ${1:+baseline}; do
     local path=$TEST_DIR
