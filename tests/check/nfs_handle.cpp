@@ -21,9 +21,10 @@
 #include <vector>
 
 extern "C" {
+#include <nfsc/libnfs.h>  // first: it defines EXTERN, which the raw headers use
+
 #include <nfsc/libnfs-raw-nfs.h>
 #include <nfsc/libnfs-raw.h>
-#include <nfsc/libnfs.h>
 
 // libnfs 4.0 (Debian 12) declares nfs_get_fh() but defines its result only in a private
 // header; later libnfs defines it in libnfs.h with this very layout.
