@@ -177,6 +177,10 @@ void Volume::ScrubCounts::add(const ScrubCounts& more) {
   for (size_t m = 0; m < more.bad_chunks.size(); ++m) bad_chunks[m] += more.bad_chunks[m];
 }
 
+uint64_t Volume::scrub_batch() const {
+  return std::max<uint64_t>(1, kScrubBatchBytes / geometry_.chunk_size());
+}
+
 Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
                                    const ScrubBatch* check) {
   if (missing_members() > 0) {
@@ -195,7 +199,7 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   // occupy on it (every member at once; cut at the device's max_io, as every Volume request
   // is), then each stripe judged from the buffers. The next
   // batch is read while this one is judged.
-  const uint64_t batch = rebuild_batch();
+  const uint64_t batch = scrub_batch();
   struct Batch {
     uint64_t from = 0, to = 0, begin = 0;
     std::vector<AlignedBuffer> buffers;
