@@ -290,22 +290,30 @@ TEST_F(ExportTraps, BlockingLocksWaitAndAreGrantedOnRelease) {
     EXPECT_SYS(fcntl(waiter.get(), F_OFD_SETLK, &release));
 
     // POSIX record locks belong to processes: the waiter is a child, which reports through
-    // its exit status whether it waited (the parent's release comes after 200 ms).
+    // its exit status whether it waited. It says through a pipe when it is about to ask;
+    // the parent's release comes 200 ms after that, so a slow start cannot look like no wait.
     struct flock rec {};
     rec.l_type = F_WRLCK;
     rec.l_whence = SEEK_SET;
     rec.l_start = 10000;
     rec.l_len = 10;
     EXPECT_SYS(fcntl(holder.get(), F_SETLK, &rec));
+    int ready[2];
+    ASSERT_SYS(pipe(ready));
     const pid_t child = fork();
     if (child == 0) {
       const int fd = ::open(path("f").c_str(), O_RDWR);
       struct flock want = rec;
       const auto t0 = std::chrono::steady_clock::now();
+      const bool told = ::write(ready[1], "x", 1) == 1;
       const bool got = fcntl(fd, F_SETLKW, &want) == 0;
       const bool waited = std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(100);
-      _exit(got && waited ? 0 : 1);
+      _exit(told && got && waited ? 0 : 1);
     }
+    ::close(ready[1]);
+    char byte = 0;
+    EXPECT_EQ(::read(ready[0], &byte, 1), 1) << "the child never got to its F_SETLKW";
+    ::close(ready[0]);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     rec.l_type = F_UNLCK;
     EXPECT_SYS(fcntl(holder.get(), F_SETLK, &rec));
