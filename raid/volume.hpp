@@ -297,10 +297,10 @@ class Volume {
   static constexpr uint64_t kRebuildBatchBytes = 4u << 20;
   uint64_t rebuild_batch() const;
   // Stripes per scrub batch: about kScrubBatchBytes of each member (volume_scrub.cpp).
-  // Small enough that a batch is judged while its bytes are still in the CPU's caches, and
-  // the next batch's reads overlap the judging: stripefs-bench rebuild, RAID5 of 4, scrub
-  // against every member read at once, 4 MiB / 256 KiB: 0.05 / 0.70 on tmpfs, 0.49 / 0.97 on
-  // modeled 200 MiB/s devices (2026-12-05; 1 MiB gave 0.45 on tmpfs, 64 KiB 0.49).
+  // Measured, stripefs-bench rebuild, RAID5 of 4, scrub against every member read at once,
+  // 4 MiB / 256 KiB: 0.05 / 0.50-0.70 on tmpfs, 0.49 / 0.97 on modeled 200 MiB/s devices
+  // (2026-12-05; 1 MiB gave 0.45 on tmpfs, 64 KiB 0.49). Why, not measured: a smaller
+  // batch is likely judged while still in the CPU's caches, and reads arrive less bursty.
   static constexpr uint64_t kScrubBatchBytes = 256u << 10;
   uint64_t scrub_batch() const;
 

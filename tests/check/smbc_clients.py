@@ -8,8 +8,7 @@ two machines would have). Both create a file in DIR on the share and keep it ope
 they write it in turns, a piece each, so that the writes interleave on the server; each
 file is then read back whole through the other client, and from the mount (MOUNT, the
 share's path) directly. Then one client renames its file and the other lists DIR and
-removes it. Prints what it checked, one line each; exits 1
-with the failure on stderr.
+removes it. Prints what it checked, one line each; exits 1 with the failure on stderr.
 """
 import os
 import sys
