@@ -7,6 +7,7 @@
 #include "bench/dir_bench.hpp"
 #include "bench/raid_bench.hpp"
 #include "bench/rebuild_bench.hpp"
+#include "bench/ring_bench.hpp"
 #include "raid/units.hpp"
 
 namespace {
@@ -79,6 +80,21 @@ int main(int argc, char** argv) {
   rebuild_cmd->add_option("--device-rate", rebuild_device_rate,
                           "serve each member file as an independent device of this bandwidth "
                           "per second, e.g. 200M (default 0: as fast as the files go)");
+
+  stripefs::bench::RingBenchOptions ring;
+  auto* ring_cmd = app.add_subcommand(
+      "ring",
+      "4 KiB random reads of a loop device through the IoEngine vs the measuring thread's own "
+      "pread and io_uring: what the engine's thread hand-offs cost (needs root)");
+  ring_cmd->add_option("--dir", ring.dir,
+                       "directory for the loop device's backing file (default /dev/shm)");
+  ring_cmd->add_option("--device", ring.device,
+                       "read this block device instead of making a loop device (only read)");
+  std::string ring_size = "256M";
+  ring_cmd->add_option("--size", ring_size, "size of the backing file (default 256M)");
+  ring_cmd->add_option("--reads", ring.reads, "reads per pass and way (default 20000)");
+  ring_cmd->add_option("--depth", ring.depth, "reads in flight for the IOPS figures (default 16)");
+  ring_cmd->add_option("--repeat", ring.repeat, "passes; figures are medians (default 5)");
 
   stripefs::bench::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand(
@@ -171,6 +187,15 @@ int main(int argc, char** argv) {
     }
     rebuild.level = *level;
     return stripefs::bench::run_rebuild_bench(rebuild);
+  }
+  if (ring_cmd->parsed()) {
+    auto size = stripefs::parse_size(ring_size);
+    if (!size) {
+      std::fprintf(stderr, "stripefs-bench: %s\n", size.error().message.c_str());
+      return 2;
+    }
+    ring.size = *size;
+    return stripefs::bench::run_ring_bench(ring);
   }
   if (demo_cmd->parsed()) {
     auto size = stripefs::parse_size(demo_size);

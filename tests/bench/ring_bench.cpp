@@ -1,0 +1,256 @@
+// stripefs-bench ring: what the IoEngine's thread hand-offs cost a member read. The same 4 KiB
+// random reads of one block device, at queue depth 1 (latency) and at --depth (IOPS), done
+// three ways in one run:
+//   pread     pread(2) with O_DIRECT on the measuring thread (queue depth 1 only),
+//   own_ring  a private io_uring the measuring thread submits to and reaps itself: the cost
+//             of the kernel's path alone, no other thread involved,
+//   engine    FileMember::submit on the IoEngine, as the daemon reads a member; the
+//             measuring thread waits for the completion callback.
+// The device is a loop device over a file in --dir (direct I/O off, as fs_bench's btrfs
+// members), made with LOOP_CONFIGURE and detached at the end, or an existing one given
+// with --device, which is only read.
+#include "bench/ring_bench.hpp"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <random>
+
+#include "bench/bench_util.hpp"
+#include "raid/aligned_buffer.hpp"
+
+namespace stripefs::bench {
+
+namespace {
+
+constexpr uint64_t kRead = 4096;
+
+// A loop device over a new file; the file is removed and the device detached on destruction.
+class LoopDevice {
+ public:
+  static Result<std::unique_ptr<LoopDevice>> create(const std::string& dir, uint64_t size) {
+    std::unique_ptr<LoopDevice> loop(new LoopDevice);
+    loop->file_ = dir + "/stripefs-ring-bench.img";
+    const int file = ::open(loop->file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (file < 0) return fail(errno, "{}: {}", loop->file_, std::strerror(errno));
+    loop->made_file_ = true;
+    // Written, not sparse: every read then copies real pages, as a device's would.
+    AlignedBuffer chunk(1 << 20);
+    std::memset(chunk.data(), 0x5a, chunk.size());
+    for (uint64_t at = 0; at < size; at += chunk.size()) {
+      if (::pwrite(file, chunk.data(), chunk.size(), static_cast<off_t>(at)) !=
+          static_cast<ssize_t>(chunk.size())) {
+        const int e = errno;
+        ::close(file);
+        return fail(e, "{}: writing: {}", loop->file_, std::strerror(e));
+      }
+    }
+    const int control = ::open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (control < 0) {
+      const int e = errno;
+      ::close(file);
+      return fail(e, "/dev/loop-control: {} (the benchmark needs root)", std::strerror(e));
+    }
+    const int n = ioctl(control, LOOP_CTL_GET_FREE);
+    const int e = errno;
+    ::close(control);
+    if (n < 0) {
+      ::close(file);
+      return fail(e, "LOOP_CTL_GET_FREE: {}", std::strerror(e));
+    }
+    loop->path_ = "/dev/loop" + std::to_string(n);
+    loop->fd_ = ::open(loop->path_.c_str(), O_RDWR | O_CLOEXEC);
+    if (loop->fd_ < 0) {
+      const int oe = errno;
+      ::close(file);
+      return fail(oe, "{}: {}", loop->path_, std::strerror(oe));
+    }
+    loop_config config{};
+    config.fd = static_cast<uint32_t>(file);
+    const int rc = ioctl(loop->fd_, LOOP_CONFIGURE, &config);
+    const int ce = errno;
+    ::close(file);
+    if (rc != 0) return fail(ce, "{}: LOOP_CONFIGURE: {}", loop->path_, std::strerror(ce));
+    loop->attached_ = true;
+    return loop;
+  }
+  ~LoopDevice() {
+    if (attached_) ioctl(fd_, LOOP_CLR_FD, 0);
+    if (fd_ >= 0) ::close(fd_);
+    if (made_file_) ::unlink(file_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  LoopDevice() = default;
+  std::string file_, path_;
+  int fd_ = -1;
+  bool made_file_ = false, attached_ = false;
+};
+
+// The offsets of one pass: aligned 4 KiB reads anywhere in the device, the same for every way.
+std::vector<uint64_t> offsets(uint64_t device_size, uint64_t count, unsigned seed) {
+  std::mt19937_64 random(seed);
+  std::uniform_int_distribution<uint64_t> block(0, device_size / kRead - 1);
+  std::vector<uint64_t> out(count);
+  for (auto& o : out) o = block(random) * kRead;
+  return out;
+}
+
+Result<double> pread_pass(int fd, const std::vector<uint64_t>& at, std::byte* buffer) {
+  Result<double> failed;
+  const double seconds = time_it([&] {
+    for (uint64_t o : at) {
+      if (::pread(fd, buffer, kRead, static_cast<off_t>(o)) != static_cast<ssize_t>(kRead)) {
+        failed = fail(errno, "pread at {}: {}", o, std::strerror(errno));
+        return;
+      }
+    }
+  });
+  if (!failed) return failed;
+  return seconds;
+}
+
+// Reads with `depth` in flight on a ring this thread submits to and reaps itself.
+Result<double> own_ring_pass(io_uring& ring, int fd, const std::vector<uint64_t>& at,
+                             unsigned depth, std::byte* buffers) {
+  std::optional<Error> error;
+  const double seconds = time_it([&] {
+    size_t issued = 0, completed = 0;
+    while (completed < at.size() && !error) {
+      while (issued < at.size() && issued - completed < depth) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        const unsigned slot = static_cast<unsigned>(issued % depth);
+        io_uring_prep_read(sqe, fd, buffers + slot * kRead, kRead, at[issued]);
+        ++issued;
+      }
+      io_uring_submit_and_wait(&ring, 1);
+      io_uring_cqe* cqe;
+      unsigned head, seen = 0;
+      io_uring_for_each_cqe(&ring, head, cqe) {
+        ++seen;
+        if (cqe->res != static_cast<int>(kRead) && !error) {
+          error = Error{cqe->res < 0 ? -cqe->res : EIO, "own ring: a read failed"};
+        }
+      }
+      io_uring_cq_advance(&ring, seen);
+      completed += seen;
+    }
+  });
+  if (error) return std::unexpected(*error);
+  return seconds;
+}
+
+Result<double> engine_pass(Member& member, const std::vector<uint64_t>& at, unsigned depth,
+                           std::byte* buffers) {
+  Result<void> r;
+  const double seconds = time_it([&] {
+    r = run_queued(at.size(), depth, [&](uint64_t i, std::function<void(Result<void>)> done) {
+      MemberRequest request;
+      request.op = MemberOp::read;
+      request.offset = at[i];
+      request.iov.push_back({buffers + (i % depth) * kRead, kRead});
+      request.done = [done = std::move(done)](int64_t n) {
+        done(n == static_cast<int64_t>(kRead)
+                 ? Result<void>()
+                 : fail(n < 0 ? static_cast<int>(-n) : EIO, "engine: a read failed"));
+      };
+      member.submit(std::move(request));
+    });
+  });
+  if (!r) return std::unexpected(r.error());
+  return seconds;
+}
+
+}  // namespace
+
+int run_ring_bench(const RingBenchOptions& options) {
+  auto report = [](const Error& e) {
+    std::fprintf(stderr, "stripefs-bench: %s\n", e.message.c_str());
+    return 1;
+  };
+  if (options.depth == 0 || options.depth > 128) {
+    std::fprintf(stderr, "stripefs-bench: --depth must be 1 to 128\n");
+    return 2;
+  }
+  if (options.reads == 0 || options.repeat == 0) {
+    std::fprintf(stderr, "stripefs-bench: --reads and --repeat must be at least 1\n");
+    return 2;
+  }
+  std::unique_ptr<LoopDevice> loop;
+  std::string path = options.device;
+  if (path.empty()) {
+    if (options.size < 16 * kRead) {
+      std::fprintf(stderr, "stripefs-bench: --size must be at least 64K\n");
+      return 2;
+    }
+    auto made = LoopDevice::create(options.dir, options.size);
+    if (!made) return report(made.error());
+    loop = std::move(*made);
+    path = loop->path();
+  }
+  auto engine = IoEngine::create();
+  if (!engine) return report(engine.error());
+  auto member = FileMember::open(path, **engine);
+  if (!member) return report(member.error());
+  if (!(*member)->is_block_device()) {
+    std::fprintf(stderr, "stripefs-bench: %s is not a block device\n", path.c_str());
+    return 2;
+  }
+  // The measuring thread's own descriptor: O_DIRECT, not exclusive (the member holds O_EXCL).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return report(Error{errno, fmt::format("{}: {}", path, std::strerror(errno))});
+  io_uring ring{};
+  if (int rc = io_uring_queue_init(256, &ring, 0); rc < 0) {
+    ::close(fd);
+    return report(Error{-rc, fmt::format("io_uring_queue_init: {}", std::strerror(-rc))});
+  }
+  AlignedBuffer buffers(options.depth * kRead);
+  const uint64_t device_size = (*member)->size();
+
+  std::vector<double> pread_us, own1_us, engine1_us, ownq_iops, engineq_iops;
+  std::optional<Error> error;
+  for (unsigned pass = 0; pass < options.repeat && !error; ++pass) {
+    const auto at = offsets(device_size, options.reads, pass + 1);
+    const double n = static_cast<double>(at.size());
+    auto take = [&](Result<double> seconds, std::vector<double>& into, bool latency) {
+      if (!seconds) {
+        if (!error) error = seconds.error();
+        return;
+      }
+      into.push_back(latency ? *seconds / n * 1e6 : n / *seconds);
+    };
+    take(pread_pass(fd, at, buffers.data()), pread_us, true);
+    take(own_ring_pass(ring, fd, at, 1, buffers.data()), own1_us, true);
+    take(engine_pass(**member, at, 1, buffers.data()), engine1_us, true);
+    take(own_ring_pass(ring, fd, at, options.depth, buffers.data()), ownq_iops, false);
+    take(engine_pass(**member, at, options.depth, buffers.data()), engineq_iops, false);
+  }
+  io_uring_queue_exit(&ring);
+  ::close(fd);
+  if (error) return report(*error);
+
+  const std::string qd = "qd" + std::to_string(options.depth);
+  result("ring_pread_4k_qd1", median(pread_us), "us");
+  result("ring_own_ring_4k_qd1", median(own1_us), "us");
+  result("ring_engine_4k_qd1", median(engine1_us), "us");
+  result("ring_engine_vs_own_ring_qd1_latency", median(engine1_us) / median(own1_us), "x");
+  result("ring_own_ring_4k_" + qd, median(ownq_iops), "IOPS");
+  result("ring_engine_4k_" + qd, median(engineq_iops), "IOPS");
+  result("ring_engine_vs_own_ring_" + qd, median(engineq_iops) / median(ownq_iops), "x");
+  const IoEngineStats stats = (*engine)->stats();
+  result("ring_engine_requests_per_submit",
+         stats.submit_calls
+             ? static_cast<double>(stats.requests) / static_cast<double>(stats.submit_calls)
+             : 0.0);
+  return 0;
+}
+
+}  // namespace stripefs::bench
