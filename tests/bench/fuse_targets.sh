@@ -3,12 +3,15 @@
 # and the targets stripefs (RAID5 of 4 file members) and libfuse's passthrough_ll.
 #
 # The caller defines log and die, and sets: work (the tmpfs mount point), tmpfs_mib,
-# build_dir, member_mib, stripefs_opts (may be empty). mount_work mounts the tmpfs; every
+# build_dir, member_mib, stripefs_opts (may be empty), and may set members_mode=loop (the
+# members are then loop devices over the tmpfs files; default: the files themselves). mount_work mounts the tmpfs; every
 # mount, daemon and loop device is undone at exit (cleanup), or by teardown MNT DIR.
 
 # ---- cleanup: everything the script mounts or attaches is recorded here ---------------
 mounts=()   # mount points, unmounted in reverse order
 loops=()    # loop devices
+shared_loops=() # loop devices every target of a run formats in turn (make_shared_loops)
+shared_files=() # their backing files
 pids=()     # foreground FUSE daemons we started
 work_created=0
 work_mounted=0
@@ -53,6 +56,9 @@ cleanup() {
   mounts=()
   stop_pids
   detach_loops
+  loops=("${shared_loops[@]}")
+  shared_loops=()
+  detach_loops
   if [ "$work_mounted" = 1 ]; then
     umount "$work" 2>/dev/null || umount -l "$work" 2>/dev/null
   fi
@@ -84,18 +90,59 @@ drop_caches() {
 
 
 # ---- targets: setup_X MNT RUN prints nothing and mounts the target at MNT --------------------
-# stripefs: 4 member files, mkfs.stripefs (with $3..., mkfs options), the daemon mounts and
-# daemonizes.
-setup_stripefs() {
-  local mnt=$1 dir=$2 m members=()
-  shift 2
+# make_shared_loops: four loop devices over files of member_mib in $work/loops (direct I/O
+# off, losetup's default), which every target that runs on loop devices formats in turn:
+# the same disks for all. Detached at exit.
+make_shared_loops() {
+  local m dev
+  mkdir -p "$work/loops"
+  for m in 0 1 2 3; do
+    truncate -s "${member_mib}M" "$work/loops/m$m" || return 1
+    dev=$(losetup -f --show --direct-io=off "$work/loops/m$m") || return 1
+    shared_loops+=("$dev")
+    shared_files+=("$work/loops/m$m")
+  done
+}
+
+# wipe_shared_loops: a fresh disk for the next target: every block of the shared loop
+# devices reads as zeros again (their tmpfs pages freed), and their page cache is dropped.
+wipe_shared_loops() {
+  local i
+  for i in "${!shared_loops[@]}"; do
+    blockdev --flushbufs "${shared_loops[i]}" || return 1
+    fallocate --punch-hole --offset 0 --length $((member_mib * 1024 * 1024)) \
+      "${shared_files[i]}" || return 1
+    blockdev --flushbufs "${shared_loops[i]}" || return 1
+  done
+}
+
+# make_members DIR: the four members of a stripefs target, left in member_paths: files of
+# member_mib in DIR, or with members_mode=loop the shared loop devices, wiped.
+member_paths=()
+make_members() {
+  local dir=$1 m
+  member_paths=()
+  if [ "${members_mode:-files}" = loop ]; then
+    [ ${#shared_loops[@]} = 4 ] || make_shared_loops || return 1
+    wipe_shared_loops || return 1
+    member_paths=("${shared_loops[@]}")
+    return 0
+  fi
   for m in 0 1 2 3; do
     truncate -s "${member_mib}M" "$dir/m$m" || return 1
-    members+=("$dir/m$m")
+    member_paths+=("$dir/m$m")
   done
-  "$build_dir/fs/mkfs.stripefs" -q -l 5 -n 4 "$@" "${members[@]}" || return 1
+}
+
+# stripefs: RAID5 of the 4 members (files, or loop devices with members_mode=loop),
+# mkfs.stripefs (with $3..., mkfs options), the daemon mounts and daemonizes.
+setup_stripefs() {
+  local mnt=$1 dir=$2
+  shift 2
+  make_members "$dir" || return 1
+  "$build_dir/fs/mkfs.stripefs" -q -l 5 -n 4 "$@" "${member_paths[@]}" || return 1
   local joined
-  joined=$(IFS=:; echo "${members[*]}")
+  joined=$(IFS=:; echo "${member_paths[*]}")
   mounts+=("$mnt")
   if [ -n "$stripefs_opts" ]; then
     "$build_dir/fs/stripefs" -o "$stripefs_opts" "$joined" "$mnt" || return 1
