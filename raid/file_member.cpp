@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "raid/local_ring.hpp"
 #include "raid/log.hpp"
 
 namespace stripefs {
@@ -123,6 +124,8 @@ FileMember::~FileMember() {
 
 void FileMember::submit(MemberRequest request) {
   if (!inline_io_) {
+    // A thread that reaps its own ring takes the request there (local_ring.hpp).
+    if (LocalRing::try_submit(fd_, request)) return;
     engine_.submit(fd_, std::move(request));
     return;
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 
+#include "raid/local_ring.hpp"
 #include "raid/log.hpp"
 
 namespace stripefs {
@@ -67,6 +68,7 @@ void IoEngine::submit(int fd, MemberRequest request) {
   auto pending = std::make_unique<Pending>(Pending{fd, std::move(request)});
   if (std::this_thread::get_id() == thread_id_) {
     // A continuation queuing follow-up I/O: no lock and no wakeup needed.
+    LocalRing::engine_took();
     backlog_.push_back(std::move(pending));
     return;
   }
@@ -78,6 +80,7 @@ void IoEngine::submit(int fd, MemberRequest request) {
     if (!refused) {
       was_empty = queue_.empty();
       queue_.push_back(std::move(pending));
+      LocalRing::engine_took();
     }
   }
   if (refused) {
@@ -208,6 +211,7 @@ void IoEngine::complete(io_uring_cqe* cqe) {
   const int64_t result = cqe->res;
   --in_flight_;
   requests_.fetch_add(1, std::memory_order_relaxed);
+  LocalRing::engine_finished();
   auto done = std::move(pending->request.done);
   pending.reset();
   if (done) done(result);

@@ -8,6 +8,7 @@
 
 #include "fs/core/filesystem.hpp"
 #include "fs/core/fs_log.hpp"
+#include "raid/local_ring.hpp"
 
 namespace stripefs::fs {
 
@@ -268,6 +269,9 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
     }
     finish_read(epoch);
   };
+  // Submitted on this thread's own ring when its caller reaps it (a FUSE worker answering a
+  // read: local_ring.hpp); the plan only submits.
+  LocalRing::Capture capture;
   start_plan(volume_, plan, begin, buffer->span(),
              [this, check, answer, buffer, reply = std::move(reply),
               done = std::move(done)](Result<void> r) mutable {

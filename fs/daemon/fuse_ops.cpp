@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fs/core/fs_log.hpp"
+#include "raid/local_ring.hpp"
 
 namespace stripefs::fs {
 
@@ -277,6 +278,9 @@ void reply_read(fuse_req_t req, const Result<ReadReply>& r) {
 // The reply goes from the volume's completion: on io_uring members this thread is free to
 // take the next request meanwhile.
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+  // The worker waits for its read's member I/O on its own ring and answers from the
+  // completion, before it takes the next request: no other thread is woken.
+  LocalRing::Reaper reaper;
   fs_of(req).read(ino, static_cast<uint64_t>(offset), size,
                   [req](Result<ReadReply> r) { reply_read(req, r); });
 }

@@ -4,8 +4,10 @@
 //   pread     pread(2) with O_DIRECT on the measuring thread (queue depth 1 only),
 //   own_ring  a private io_uring the measuring thread submits to and reaps itself: the cost
 //             of the kernel's path alone, no other thread involved,
-//   engine    FileMember::submit on the IoEngine, as the daemon reads a member; the
-//             measuring thread waits for the completion callback.
+//   engine    FileMember::submit on the IoEngine, as the daemon reads a member under load;
+//             the measuring thread waits for the completion callback,
+//   local     FileMember::submit inside a LocalRing::Reaper and Capture, as a FUSE worker
+//             alone reads a member: on the thread's own ring, reaped by it (queue depth 1).
 // The device is a loop device over a file in --dir (direct I/O off, as fs_bench's btrfs
 // members), made with LOOP_CONFIGURE and detached at the end, or an existing one given
 // with --device, which is only read.
@@ -25,6 +27,7 @@
 
 #include "bench/bench_util.hpp"
 #include "raid/aligned_buffer.hpp"
+#include "raid/local_ring.hpp"
 
 namespace stripefs::bench {
 
@@ -148,6 +151,32 @@ Result<double> own_ring_pass(io_uring& ring, int fd, const std::vector<uint64_t>
   return seconds;
 }
 
+// Each read submitted in a Reaper and Capture and reaped when the Reaper ends.
+Result<double> local_pass(Member& member, const std::vector<uint64_t>& at, std::byte* buffer) {
+  std::optional<Error> error;
+  const double seconds = time_it([&] {
+    for (uint64_t o : at) {
+      int64_t got = -1;
+      {
+        LocalRing::Reaper reaper;
+        LocalRing::Capture capture;
+        MemberRequest request;
+        request.op = MemberOp::read;
+        request.offset = o;
+        request.iov.push_back({buffer, kRead});
+        request.done = [&got](int64_t n) { got = n; };
+        member.submit(std::move(request));
+      }
+      if (got != static_cast<int64_t>(kRead)) {
+        error = Error{got < 0 ? static_cast<int>(-got) : EIO, "local ring: a read failed"};
+        return;
+      }
+    }
+  });
+  if (error) return std::unexpected(*error);
+  return seconds;
+}
+
 Result<double> engine_pass(Member& member, const std::vector<uint64_t>& at, unsigned depth,
                            std::byte* buffers) {
   Result<void> r;
@@ -215,7 +244,7 @@ int run_ring_bench(const RingBenchOptions& options) {
   AlignedBuffer buffers(options.depth * kRead);
   const uint64_t device_size = (*member)->size();
 
-  std::vector<double> pread_us, own1_us, engine1_us, ownq_iops, engineq_iops;
+  std::vector<double> pread_us, own1_us, engine1_us, local1_us, ownq_iops, engineq_iops;
   std::optional<Error> error;
   for (unsigned pass = 0; pass < options.repeat && !error; ++pass) {
     const auto at = offsets(device_size, options.reads, pass + 1);
@@ -230,6 +259,11 @@ int run_ring_bench(const RingBenchOptions& options) {
     take(pread_pass(fd, at, buffers.data()), pread_us, true);
     take(own_ring_pass(ring, fd, at, 1, buffers.data()), own1_us, true);
     take(engine_pass(**member, at, 1, buffers.data()), engine1_us, true);
+    const uint64_t local_before = LocalRing::requests();
+    take(local_pass(**member, at, buffers.data()), local1_us, true);
+    if (!error && LocalRing::requests() - local_before != at.size()) {
+      error = Error{EIO, "local ring: reads went to the engine"};
+    }
     take(own_ring_pass(ring, fd, at, options.depth, buffers.data()), ownq_iops, false);
     take(engine_pass(**member, at, options.depth, buffers.data()), engineq_iops, false);
   }
@@ -242,6 +276,8 @@ int run_ring_bench(const RingBenchOptions& options) {
   result("ring_own_ring_4k_qd1", median(own1_us), "us");
   result("ring_engine_4k_qd1", median(engine1_us), "us");
   result("ring_engine_vs_own_ring_qd1_latency", median(engine1_us) / median(own1_us), "x");
+  result("ring_local_4k_qd1", median(local1_us), "us");
+  result("ring_local_vs_own_ring_qd1_latency", median(local1_us) / median(own1_us), "x");
   result("ring_own_ring_4k_" + qd, median(ownq_iops), "IOPS");
   result("ring_engine_4k_" + qd, median(engineq_iops), "IOPS");
   result("ring_engine_vs_own_ring_" + qd, median(engineq_iops) / median(ownq_iops), "x");

@@ -1,0 +1,177 @@
+#include "raid/local_ring.hpp"
+
+#include <liburing.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "raid/log.hpp"
+
+namespace stripefs {
+
+namespace {
+
+constexpr unsigned kDepth = 64;
+
+std::atomic<uint64_t> local_requests{0};
+// Reapers alive on all threads, and requests the engines hold. A thread reaps its own
+// ring only when it is alone: under load the engine's one thread reaps many completions
+// per wake-up, and a worker waiting for its own I/O would take no new FUSE request.
+std::atomic<unsigned> active_reapers{0};
+std::atomic<int64_t> engine_requests{0};
+// When a Reaper last found company (steady clock, ns). Under steady load the moments alone
+// are short and do not mean the load has gone: a thread waiting for its own I/O then would
+// take no new FUSE request. So alone must have lasted kQuietNs.
+std::atomic<int64_t> last_company_ns{0};
+constexpr int64_t kQuietNs = 200'000;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Ring {
+  io_uring ring{};
+  bool ready = false;
+  unsigned in_flight = 0;  // prepared and not yet reaped
+  std::vector<io_uring_cqe> completed;
+
+  Ring() {
+    io_uring_params params{};
+    params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    int rc = io_uring_queue_init_params(kDepth, &ring, &params);
+    if (rc == -EINVAL) {  // a kernel before 6.1
+      params = io_uring_params{};
+      rc = io_uring_queue_init_params(kDepth, &ring, &params);
+    }
+    if (rc < 0) {
+      raid_log().warn("a thread's own io_uring: {}; its requests go to the engine",
+                      std::strerror(-rc));
+      return;
+    }
+    ready = true;
+  }
+  ~Ring() {
+    if (ready) io_uring_queue_exit(&ring);
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+};
+
+struct ThreadState {
+  unsigned reapers = 0;  // Reapers alive on this thread
+  bool local = false;    // the outermost one found few enough others: this thread reaps
+  unsigned captures = 0;
+  bool reaping = false;
+  std::unique_ptr<Ring> ring;  // made at the first capture
+};
+
+thread_local ThreadState state;
+
+// Submits what was prepared and runs completions until nothing is in flight.
+void reap(Ring& r) {
+  while (r.in_flight > 0) {
+    const int rc = io_uring_submit_and_wait(&r.ring, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
+      raid_log().error("a thread's own io_uring: io_uring_submit_and_wait: {}", std::strerror(-rc));
+    }
+    io_uring_cqe* cqe;
+    unsigned head;
+    unsigned seen = 0;
+    r.completed.clear();
+    io_uring_for_each_cqe(&r.ring, head, cqe) {
+      ++seen;
+      r.completed.push_back(*cqe);
+    }
+    io_uring_cq_advance(&r.ring, seen);
+    r.in_flight -= seen;
+    // Continuations may capture more; they run after the CQ is released. (Never a nested
+    // reap: a Reaper made while reaping does nothing.)
+    for (const io_uring_cqe& c : r.completed) {
+      std::unique_ptr<MemberRequest> request(
+          static_cast<MemberRequest*>(io_uring_cqe_get_data(&c)));
+      auto done = std::move(request->done);
+      request.reset();
+      if (done) done(c.res);
+    }
+  }
+}
+
+}  // namespace
+
+LocalRing::Reaper::Reaper() {
+  if (state.reapers++ == 0 && !state.reaping) {
+    const bool alone = active_reapers.fetch_add(1, std::memory_order_relaxed) == 0 &&
+                       engine_requests.load(std::memory_order_relaxed) == 0;
+    const int64_t now = now_ns();
+    if (!alone) last_company_ns.store(now, std::memory_order_relaxed);
+    state.local = alone && now - last_company_ns.load(std::memory_order_relaxed) > kQuietNs;
+  }
+}
+
+LocalRing::Reaper::~Reaper() {
+  if (--state.reapers != 0 || state.reaping) return;
+  if (state.local && state.ring) {
+    // Completions capture what they submit: it is this thread's to reap as well.
+    state.reaping = true;
+    reap(*state.ring);
+    state.reaping = false;
+  }
+  state.local = false;
+  active_reapers.fetch_sub(1, std::memory_order_relaxed);
+}
+
+LocalRing::Capture::Capture() {
+  ++state.captures;
+}
+
+LocalRing::Capture::~Capture() {
+  --state.captures;
+}
+
+bool LocalRing::try_submit(int fd, MemberRequest& request) {
+  const bool capturing = state.reaping || (state.captures > 0 && state.local);
+  if (!capturing) return false;
+  if (!state.ring) state.ring = std::make_unique<Ring>();
+  Ring& r = *state.ring;
+  if (!r.ready || r.in_flight >= kDepth) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&r.ring);
+  if (sqe == nullptr) return false;
+  const int rw_flags = request.fua ? RWF_DSYNC : 0;
+  auto owned = std::make_unique<MemberRequest>(std::move(request));
+  switch (owned->op) {
+    case MemberOp::flush:
+      io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+      break;
+    case MemberOp::read:
+      io_uring_prep_readv2(sqe, fd, owned->iov.data(), static_cast<unsigned>(owned->iov.size()),
+                           owned->offset, 0);
+      break;
+    case MemberOp::write:
+      io_uring_prep_writev2(sqe, fd, owned->iov.data(), static_cast<unsigned>(owned->iov.size()),
+                            owned->offset, rw_flags);
+      break;
+  }
+  io_uring_sqe_set_data(sqe, owned.release());
+  ++r.in_flight;
+  local_requests.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void LocalRing::engine_took() {
+  engine_requests.fetch_add(1, std::memory_order_relaxed);
+}
+
+void LocalRing::engine_finished() {
+  engine_requests.fetch_sub(1, std::memory_order_relaxed);
+}
+
+uint64_t LocalRing::requests() {
+  return local_requests.load(std::memory_order_relaxed);
+}
+
+}  // namespace stripefs
