@@ -5,6 +5,7 @@
 
 #include "fs/daemon/control.hpp"
 #include "journal/stripe_journal.hpp"
+#include "raid/local_ring.hpp"
 
 namespace stripefs::fs {
 
@@ -242,7 +243,8 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
         {"inodes_free", usage.files_free}}}};
 }
 
-nlohmann::json stats_json(Array& array, Filesystem& fs) {
+nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) {
+  const IoEngineStats e = engine != nullptr ? engine->stats() : IoEngineStats{};
   const VolumeStats v = array.volume().stats();
   const FsStats f = fs.stats();
   const MetaStats m = fs.meta_stats();
@@ -285,7 +287,13 @@ nlohmann::json stats_json(Array& array, Filesystem& fs) {
            {{"stripes_logged", w.stripes_logged},
             {"bytes_logged", w.bytes_logged},
             {"checkpoints", w.checkpoints},
-            {"waits_for_space", w.waits_for_space}}}};
+            {"waits_for_space", w.waits_for_space}}},
+          {"io",
+           {{"engine_requests", e.requests},
+            {"engine_fixed_requests", e.fixed_requests},
+            {"engine_submissions", e.submit_calls},
+            {"engine_largest_batch", e.largest_batch},
+            {"local_ring_requests", LocalRing::requests()}}}};
 }
 
 }  // namespace stripefs::fs

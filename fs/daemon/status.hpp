@@ -5,6 +5,7 @@
 #include "fs/core/filesystem.hpp"
 #include "fs/daemon/array_control.hpp"
 #include "raid/array.hpp"
+#include "raid/io_engine.hpp"
 
 namespace stripefs::fs {
 
@@ -20,8 +21,9 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
 // count: the chunks named bad on each member), seconds, stopped, error (or null) and ended
 // (UTC, ISO 8601, or null while it runs).
 nlohmann::json scrub_json(Array& array);
-// I/O statistics: the volume's full/partial stripe counts, the buffer cache, the journal.
-nlohmann::json stats_json(Array& array, Filesystem& fs);
+// I/O statistics: the volume's full/partial stripe counts, the buffer cache, the journal,
+// and how member requests reached the kernel (`engine`, the members' ring: may be null).
+nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine = nullptr);
 // The control socket's path for a filesystem.
 std::string control_socket_path(const Uuid& fs_uuid);
 

@@ -213,7 +213,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
         if (command == "status") {
           return fs::status_json(array_ref, fs_ref, absolute_mountpoint, &array_control_ref);
         }
-        if (command == "stats") return fs::stats_json(array_ref, fs_ref);
+        if (command == "stats") return fs::stats_json(array_ref, fs_ref, setup.engine);
         if (auto reply = array_control_ref.handle(request)) return *reply;
         return {{"error", "unknown command '" + command +
                               "' (status, stats, fail, remove, add, replace, re-add, rebuild, "

@@ -232,7 +232,8 @@ void print_status(const json& s) {
 }
 
 void print_stats(const json& s) {
-  for (const char* section : {"volume", "filesystem", "metadata", "write_hole_journal"}) {
+  for (const char* section : {"volume", "filesystem", "metadata", "write_hole_journal", "io"}) {
+    if (!s.contains(section)) continue;  // a daemon from before the group
     std::printf("%s:\n", section);
     for (const auto& [key, value] : s[section].items()) {
       std::printf("  %-24s %s\n", key.c_str(), value.dump().c_str());

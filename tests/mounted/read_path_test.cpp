@@ -1,0 +1,122 @@
+// How the daemon answers reads from its members: a read that is alone is submitted and reaped
+// by the FUSE worker that took it, on its own ring (raid/local_ring.hpp); reads under load go
+// to the engine. Either way every byte comes back right. Members under /var/tmp go through
+// io_uring, as disks do.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mounted/array_check.hpp"
+#include "mounted/mounted_fixture.hpp"
+
+namespace stripefs::test {
+namespace {
+
+constexpr uint64_t kBlock = 4096;
+constexpr uint64_t kFileBytes = 4 * kMiB;
+
+uint64_t io_counter(const nlohmann::json& stats, const char* name) {
+  return stats["io"][name].get<uint64_t>();
+}
+
+class ReadPath : public MountedTest {
+ protected:
+  // The file on the members, nothing of it in any cache: written, then a remount.
+  void SetUp() override {
+    MountedTest::SetUp();
+    if (HasFatalFailure() || !fs_.can_remount()) return;
+    data_ = random_bytes(kFileBytes, 77);
+    Fd fd = open_file(path("f"), O_WRONLY | O_CREAT | O_TRUNC);
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(write_at(fd.get(), data_, 0));
+    ASSERT_EQ(fsync(fd.get()), 0);
+    ASSERT_EQ(fd.close(), 0);
+    auto remounted = fs_.remount();
+    ASSERT_TRUE(remounted) << remounted.error();
+  }
+
+  // Reads block `b` of the file with O_DIRECT (past the kernel's page cache) and compares.
+  ::testing::AssertionResult read_block(int fd, uint64_t b, void* buffer) const {
+    const ssize_t n = pread(fd, buffer, kBlock, static_cast<off_t>(b * kBlock));
+    if (n != static_cast<ssize_t>(kBlock)) {
+      return ::testing::AssertionFailure() << "block " << b << ": read gave " << n;
+    }
+    if (std::memcmp(buffer, data_.data() + b * kBlock, kBlock) != 0) {
+      return ::testing::AssertionFailure() << "block " << b << ": wrong bytes";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  Bytes data_;
+};
+
+TEST_F(ReadPath, ReadsAloneAreReapedByTheWorkerThatTookThem) {
+  if (!fs_.can_remount()) GTEST_SKIP() << "needs the stripefs daemon";
+  auto before = daemon_query(fs_.root().string(), "stats");
+  ASSERT_TRUE(before) << before.error();
+  Fd fd = open_file(path("f"), O_RDONLY | O_DIRECT);
+  ASSERT_TRUE(fd.valid());
+  void* buffer = nullptr;
+  ASSERT_EQ(posix_memalign(&buffer, kBlock, kBlock), 0);
+  std::unique_ptr<void, decltype(&free)> owned(buffer, &free);
+  // One at a time, in a scattered order: no two blocks in one member request.
+  const uint64_t blocks = kFileBytes / kBlock;
+  for (uint64_t i = 0; i < blocks; ++i) {
+    ASSERT_TRUE(read_block(fd.get(), (i * 97) % blocks, buffer));
+  }
+  auto after = daemon_query(fs_.root().string(), "stats");
+  ASSERT_TRUE(after) << after.error();
+  const uint64_t local =
+      io_counter(*after, "local_ring_requests") - io_counter(*before, "local_ring_requests");
+  // The daemon's own background I/O (a commit) may send a few to the engine meanwhile.
+  EXPECT_GE(local, blocks / 2) << "member reads reaped by the FUSE worker itself";
+}
+
+TEST_F(ReadPath, ConcurrentReadersGetTheirOwnBytes) {
+  if (!fs_.can_remount()) GTEST_SKIP() << "needs the stripefs daemon";
+  // Eight readers at once: the engine takes what comes under load, a worker alone its own;
+  // whichever path a read took, its bytes must be its block's.
+  constexpr int kReaders = 8;
+  const uint64_t blocks = kFileBytes / kBlock;
+  std::atomic<int> failures{0};
+  std::vector<std::string> why(kReaders);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      Fd fd = open_file(path("f"), O_RDONLY | O_DIRECT);
+      void* buffer = nullptr;
+      if (!fd.valid() || posix_memalign(&buffer, kBlock, kBlock) != 0) {
+        why[r] = "cannot open or allocate";
+        ++failures;
+        return;
+      }
+      std::unique_ptr<void, decltype(&free)> owned(buffer, &free);
+      for (int pass = 0; pass < 3; ++pass) {
+        for (uint64_t i = 0; i < blocks; ++i) {
+          const uint64_t b = (i * 31 + static_cast<uint64_t>(r) * 131 + pass) % blocks;
+          if (auto ok = read_block(fd.get(), b, buffer); !ok) {
+            why[r] = ok.message();
+            ++failures;
+            return;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  for (int r = 0; r < kReaders; ++r)
+    EXPECT_TRUE(why[r].empty()) << "reader " << r << ": " << why[r];
+  EXPECT_EQ(failures.load(), 0);
+  auto stats = daemon_query(fs_.root().string(), "stats");
+  ASSERT_TRUE(stats) << stats.error();
+  EXPECT_GT(io_counter(*stats, "engine_requests"), 0u) << "reads under load through the engine";
+}
+
+}  // namespace
+}  // namespace stripefs::test
