@@ -108,6 +108,21 @@ make_shared_loops() {
 # devices reads as zeros again (their tmpfs pages freed), and their page cache is dropped.
 wipe_shared_loops() {
   local i
+  # A daemon unmounted a moment ago may still be writing its last superblocks: wait until
+  # nobody holds the devices exclusively (as stripefs and btrfs do), up to 30 s.
+  python3 - "${shared_loops[@]}" <<'EOF' || return 1
+import errno, os, sys, time
+deadline = time.monotonic() + 30
+for dev in sys.argv[1:]:
+    while True:
+        try:
+            os.close(os.open(dev, os.O_RDONLY | os.O_EXCL))
+            break
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                sys.exit("%s: still in use: %s" % (dev, e.strerror))
+            time.sleep(0.05)
+EOF
   for i in "${!shared_loops[@]}"; do
     blockdev --flushbufs "${shared_loops[i]}" || return 1
     fallocate --punch-hole --offset 0 --length $((member_mib * 1024 * 1024)) \
