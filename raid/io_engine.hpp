@@ -23,7 +23,8 @@ struct IoEngineStats {
   uint64_t fixed_requests = 0;  // of those, served from a registered (fixed) buffer
   uint64_t largest_batch = 0;   // most requests one submission carried
   uint64_t submit_calls = 0;    // submissions that carried requests: requests / submit_calls
-                                // is the batching (wake-up reads count as requests too)
+                                // is the batching (a submission that carried only the
+                                // thread's wake-up read counts too; that read is no request)
 };
 
 class IoEngine;
