@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "raid/log.hpp"
@@ -37,7 +38,8 @@ int64_t now_ns() {
 struct Ring {
   io_uring ring{};
   bool ready = false;
-  unsigned in_flight = 0;  // prepared and not yet reaped
+  unsigned in_flight = 0;   // prepared and not yet reaped
+  bool complained = false;  // an error of io_uring_submit_and_wait was logged
   std::vector<io_uring_cqe> completed;
 
   Ring() {
@@ -76,8 +78,16 @@ thread_local ThreadState state;
 void reap(Ring& r) {
   while (r.in_flight > 0) {
     const int rc = io_uring_submit_and_wait(&r.ring, 1);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
-      raid_log().error("a thread's own io_uring: io_uring_submit_and_wait: {}", std::strerror(-rc));
+    if (rc < 0 && rc != -EINTR && rc != -ETIME) {
+      // Short of memory (EAGAIN, ENOMEM) or of completion space (EBUSY): what was prepared
+      // stays in the ring and goes with the next try. Retried after a pause, not in a spin;
+      // anything but the transient kinds is logged, once.
+      if (rc != -EAGAIN && rc != -EBUSY && !r.complained) {
+        raid_log().error("a thread's own io_uring: io_uring_submit_and_wait: {}",
+                         std::strerror(-rc));
+        r.complained = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     io_uring_cqe* cqe;
     unsigned head;
@@ -134,7 +144,12 @@ LocalRing::Capture::~Capture() {
 }
 
 bool LocalRing::try_submit(int fd, MemberRequest& request) {
-  const bool capturing = state.reaping || (state.captures > 0 && state.local);
+  // While reaping, a completion may resume another thread's work (a stripe lock released
+  // to its next waiter): taken here only while this thread is still alone, or one worker
+  // could end up driving everyone's I/O.
+  const bool capturing = state.reaping ? active_reapers.load(std::memory_order_relaxed) == 1 &&
+                                             engine_requests.load(std::memory_order_relaxed) == 0
+                                       : state.captures > 0 && state.local;
   if (!capturing) return false;
   if (!state.ring) state.ring = std::make_unique<Ring>();
   Ring& r = *state.ring;

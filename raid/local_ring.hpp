@@ -18,10 +18,11 @@
 //                      before. Put it only around code that submits and returns, never
 //                      around code that waits for its I/O (that would wait forever: the
 //                      requests are not even submitted until the Reaper ends).
-// Continuations run on the reaping thread, while it reaps, with capture on: what they submit
-// is reaped too. The ring is made at the thread's first capture (SINGLE_ISSUER and
-// DEFER_TASKRUN where the kernel has them) and closed when the thread exits. A request that
-// finds the ring full goes to the engine.
+// Continuations run on the reaping thread, while it reaps; what they submit is captured and
+// reaped too while the thread is still alone (else it goes to the engine: a released stripe
+// lock may resume other threads' work, which one worker must not end up driving). The ring is made
+// at the thread's first capture (SINGLE_ISSUER and DEFER_TASKRUN where the kernel has them) and
+// closed when the thread exits. A request that finds the ring full goes to the engine.
 #pragma once
 
 #include <cstdint>
