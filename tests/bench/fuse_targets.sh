@@ -97,8 +97,17 @@ make_shared_loops() {
   local m dev
   mkdir -p "$work/loops"
   for m in 0 1 2 3; do
-    truncate -s "${member_mib}M" "$work/loops/m$m" || return 1
-    dev=$(losetup -f --show --direct-io=off "$work/loops/m$m") || return 1
+    if ! truncate -s "${member_mib}M" "$work/loops/m$m" ||
+      ! dev=$(losetup -f --show --direct-io=off "$work/loops/m$m"); then
+      # All four or none: the next target would otherwise attach the same files again.
+      local saved=("${loops[@]}")
+      loops=("${shared_loops[@]}")
+      detach_loops
+      loops=("${saved[@]}")
+      shared_loops=()
+      shared_files=()
+      return 1
+    fi
     shared_loops+=("$dev")
     shared_files+=("$work/loops/m$m")
   done

@@ -134,7 +134,11 @@ Result<double> own_ring_pass(io_uring& ring, int fd, const std::vector<uint64_t>
         io_uring_prep_read(sqe, fd, buffers + slot * kRead, kRead, at[issued]);
         ++issued;
       }
-      io_uring_submit_and_wait(&ring, 1);
+      if (const int rc = io_uring_submit_and_wait(&ring, 1); rc < 0 && rc != -EINTR) {
+        error =
+            Error{-rc, fmt::format("own ring: io_uring_submit_and_wait: {}", std::strerror(-rc))};
+        return;
+      }
       io_uring_cqe* cqe;
       unsigned head, seen = 0;
       io_uring_for_each_cqe(&ring, head, cqe) {
