@@ -8,6 +8,7 @@
 
 #include "raid/local_ring.hpp"
 #include "raid/log.hpp"
+#include "raid/member_sqe.hpp"
 
 namespace stripefs {
 
@@ -161,46 +162,20 @@ bool IoEngine::prepare(Pending* pending) {
   }
   MemberRequest& request = pending->request;
   const int fd = pending->fd;
-  const int rw_flags = request.fua ? RWF_DSYNC : 0;
-  switch (request.op) {
-    case MemberOp::flush:
-      io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-      break;
-    case MemberOp::read:
-    case MemberOp::write: {
-      int fixed_slot = -1;
-      if (request.iov.size() == 1) {
-        const auto start = reinterpret_cast<uintptr_t>(request.iov[0].iov_base);
-        std::lock_guard lock(regions_mutex_);
-        for (unsigned slot = 0; slot < kMaxRegisteredBuffers; ++slot) {
-          const Region& r = regions_[slot];
-          if (r.length != 0 && start >= r.base &&
-              start + request.iov[0].iov_len <= r.base + r.length) {
-            fixed_slot = static_cast<int>(slot);
-            break;
-          }
-        }
+  int fixed_slot = -1;
+  if (request.op != MemberOp::flush && request.iov.size() == 1) {
+    const auto start = reinterpret_cast<uintptr_t>(request.iov[0].iov_base);
+    std::lock_guard lock(regions_mutex_);
+    for (unsigned slot = 0; slot < kMaxRegisteredBuffers; ++slot) {
+      const Region& r = regions_[slot];
+      if (r.length != 0 && start >= r.base && start + request.iov[0].iov_len <= r.base + r.length) {
+        fixed_slot = static_cast<int>(slot);
+        break;
       }
-      if (fixed_slot >= 0) {
-        auto* base = request.iov[0].iov_base;
-        auto len = static_cast<unsigned>(request.iov[0].iov_len);
-        if (request.op == MemberOp::read) {
-          io_uring_prep_read_fixed(sqe, fd, base, len, request.offset, fixed_slot);
-        } else {
-          io_uring_prep_write_fixed(sqe, fd, base, len, request.offset, fixed_slot);
-        }
-        sqe->rw_flags = rw_flags;
-        fixed_requests_.fetch_add(1, std::memory_order_relaxed);
-      } else if (request.op == MemberOp::read) {
-        io_uring_prep_readv2(sqe, fd, request.iov.data(), static_cast<unsigned>(request.iov.size()),
-                             request.offset, 0);
-      } else {
-        io_uring_prep_writev2(sqe, fd, request.iov.data(),
-                              static_cast<unsigned>(request.iov.size()), request.offset, rw_flags);
-      }
-      break;
     }
   }
+  prep_member_sqe(sqe, fd, request, fixed_slot);
+  if (fixed_slot >= 0) fixed_requests_.fetch_add(1, std::memory_order_relaxed);
   io_uring_sqe_set_data(sqe, pending);
   ++in_flight_;
   return true;

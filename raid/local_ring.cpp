@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "raid/log.hpp"
+#include "raid/member_sqe.hpp"
 
 namespace stripefs {
 
@@ -18,8 +19,8 @@ namespace {
 constexpr unsigned kDepth = 64;
 
 std::atomic<uint64_t> local_requests{0};
-// Reapers alive on all threads, and requests the engines hold. A thread reaps its own
-// ring only when it is alone: under load the engine's one thread reaps many completions
+// Threads in a Reaper with member I/O, and requests the engines hold. A thread reaps its
+// own ring only when it is alone: under load the engine's one thread reaps many completions
 // per wake-up, and a worker waiting for its own I/O would take no new FUSE request.
 std::atomic<unsigned> active_reapers{0};
 std::atomic<int64_t> engine_requests{0};
@@ -66,7 +67,8 @@ struct Ring {
 
 struct ThreadState {
   unsigned reapers = 0;  // Reapers alive on this thread
-  bool local = false;    // the outermost one found few enough others: this thread reaps
+  bool counted = false;  // this thread's Reapers have member I/O: counted in active_reapers
+  bool local = false;    // and it found itself alone then: this thread reaps its ring
   unsigned captures = 0;
   bool reaping = false;
   std::unique_ptr<Ring> ring;  // made at the first capture
@@ -114,17 +116,12 @@ void reap(Ring& r) {
 }  // namespace
 
 LocalRing::Reaper::Reaper() {
-  if (state.reapers++ == 0 && !state.reaping) {
-    const bool alone = active_reapers.fetch_add(1, std::memory_order_relaxed) == 0 &&
-                       engine_requests.load(std::memory_order_relaxed) == 0;
-    const int64_t now = now_ns();
-    if (!alone) last_company_ns.store(now, std::memory_order_relaxed);
-    state.local = alone && now - last_company_ns.load(std::memory_order_relaxed) > kQuietNs;
-  }
+  ++state.reapers;  // nothing shared yet: a read answered from the cache costs no more
 }
 
 LocalRing::Reaper::~Reaper() {
   if (--state.reapers != 0 || state.reaping) return;
+  if (!state.counted) return;
   if (state.local && state.ring) {
     // Completions capture what they submit: it is this thread's to reap as well.
     state.reaping = true;
@@ -132,6 +129,7 @@ LocalRing::Reaper::~Reaper() {
     state.reaping = false;
   }
   state.local = false;
+  state.counted = false;
   active_reapers.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -147,30 +145,31 @@ bool LocalRing::try_submit(int fd, MemberRequest& request) {
   // While reaping, a completion may resume another thread's work (a stripe lock released
   // to its next waiter): taken here only while this thread is still alone, or one worker
   // could end up driving everyone's I/O.
-  const bool capturing = state.reaping ? active_reapers.load(std::memory_order_relaxed) == 1 &&
-                                             engine_requests.load(std::memory_order_relaxed) == 0
-                                       : state.captures > 0 && state.local;
-  if (!capturing) return false;
+  if (state.reaping) {
+    if (active_reapers.load(std::memory_order_relaxed) != 1 ||
+        engine_requests.load(std::memory_order_relaxed) != 0) {
+      return false;
+    }
+  } else {
+    if (state.captures == 0 || state.reapers == 0) return false;
+    // The first member request of this Reaper decides, once, whether the thread is alone.
+    if (!state.counted) {
+      state.counted = true;
+      const bool alone = active_reapers.fetch_add(1, std::memory_order_relaxed) == 0 &&
+                         engine_requests.load(std::memory_order_relaxed) == 0;
+      const int64_t now = now_ns();
+      if (!alone) last_company_ns.store(now, std::memory_order_relaxed);
+      state.local = alone && now - last_company_ns.load(std::memory_order_relaxed) > kQuietNs;
+    }
+    if (!state.local) return false;
+  }
   if (!state.ring) state.ring = std::make_unique<Ring>();
   Ring& r = *state.ring;
   if (!r.ready || r.in_flight >= kDepth) return false;
   io_uring_sqe* sqe = io_uring_get_sqe(&r.ring);
   if (sqe == nullptr) return false;
-  const int rw_flags = request.fua ? RWF_DSYNC : 0;
   auto owned = std::make_unique<MemberRequest>(std::move(request));
-  switch (owned->op) {
-    case MemberOp::flush:
-      io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-      break;
-    case MemberOp::read:
-      io_uring_prep_readv2(sqe, fd, owned->iov.data(), static_cast<unsigned>(owned->iov.size()),
-                           owned->offset, 0);
-      break;
-    case MemberOp::write:
-      io_uring_prep_writev2(sqe, fd, owned->iov.data(), static_cast<unsigned>(owned->iov.size()),
-                            owned->offset, rw_flags);
-      break;
-  }
+  prep_member_sqe(sqe, fd, *owned);
   io_uring_sqe_set_data(sqe, owned.release());
   ++r.in_flight;
   local_requests.fetch_add(1, std::memory_order_relaxed);

@@ -10,9 +10,11 @@
 //                      thread submits what it captured and runs every completion (and what
 //                      they capture in turn) until its ring is idle. Put it where nothing
 //                      after it can block on that I/O (the end of a FUSE request handler).
-//                      It takes effect only when the thread is alone: no other Reaper alive
-//                      and no request in an engine (engine_took); otherwise the requests
-//                      go to the engine as before.
+//                      It takes effect only when the thread is alone, as judged at its
+//                      first member request: no other thread in a Reaper with member I/O,
+//                      no request in an engine (engine_took), and neither seen for 200 us;
+//                      otherwise the requests go to the engine as before. A Reaper whose
+//                      thread submits nothing (a read from the cache) touches nothing shared.
 //   LocalRing::Capture requests submitted inside it (FileMember's ring path) go to this
 //                      thread's ring, when a Reaper is active; without one, to the engine as
 //                      before. Put it only around code that submits and returns, never
@@ -54,8 +56,8 @@ class LocalRing {
   static bool try_submit(int fd, MemberRequest& request);
 
   // The IoEngine counts what it holds: a thread reaps its own ring only when no other
-  // thread is in a Reaper and no engine holds a request (under load the engine's thread,
-  // reaping many completions per wake-up, does better).
+  // thread is in a Reaper with member I/O and no engine holds a request (under load the engine's
+  // thread, reaping many completions per wake-up, does better).
   static void engine_took();
   static void engine_finished();
 

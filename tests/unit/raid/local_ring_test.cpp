@@ -150,12 +150,19 @@ TEST_F(LocalRingTest, WithoutAReaperACaptureLeavesRequestsToTheEngine) {
 }
 
 TEST_F(LocalRingTest, AReaperWithCompanyLeavesRequestsToTheEngine) {
-  // Another thread inside a Reaper: this one is not alone, so its read goes to the engine
-  // (a worker waiting for its own I/O would take no new request under load).
+  // Another thread inside a Reaper with member I/O of its own (captured, reaped when it
+  // leaves): this one is not alone, so its read goes to the engine (a worker waiting for its
+  // own I/O would take no new request under load).
   std::promise<void> entered, leave;
   auto left = leave.get_future().share();
+  AlignedBuffer theirs(kBlock);
+  Outcome their_read;
   std::thread other([&] {
     LocalRing::Reaper reaper;
+    {
+      LocalRing::Capture capture;
+      member_->submit(request(MemberOp::read, 2, theirs, their_read));
+    }
     entered.set_value();
     left.wait();
   });
@@ -179,6 +186,35 @@ TEST_F(LocalRingTest, AReaperWithCompanyLeavesRequestsToTheEngine) {
   other.join();
   EXPECT_EQ(LocalRing::requests(), local_before);
   EXPECT_EQ(engine_->stats().requests, engine_before + 1);
+  EXPECT_EQ(their_read.calls, 1);  // the other thread reaped its own
+  EXPECT_EQ(their_read.result, static_cast<int64_t>(kBlock));
+}
+
+TEST_F(LocalRingTest, AReaperWithoutMemberIoIsNoCompany) {
+  // A worker answering from the cache submits nothing: it counts for nothing, and a read
+  // beside it is still alone.
+  std::promise<void> entered, leave;
+  auto left = leave.get_future().share();
+  std::thread other([&] {
+    LocalRing::Reaper reaper;
+    entered.set_value();
+    left.wait();
+  });
+  entered.get_future().wait();
+  AlignedBuffer in(kBlock);
+  Outcome read;
+  const uint64_t local_before = LocalRing::requests();
+  {
+    LocalRing::Reaper reaper;
+    LocalRing::Capture capture;
+    member_->submit(request(MemberOp::read, 4, in, read));
+  }
+  leave.set_value();
+  other.join();
+  EXPECT_EQ(LocalRing::requests() - local_before, 1u);
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.thread, std::this_thread::get_id());
+  drain();
 }
 
 TEST_F(LocalRingTest, AFailedRequestReportsItsErrorToItsCompletion) {
