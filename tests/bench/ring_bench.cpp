@@ -9,14 +9,12 @@
 //   local     FileMember::submit inside a LocalRing::Reaper and Capture, as a FUSE worker
 //             alone reads a member: on the thread's own ring, reaped by it (queue depth 1).
 // The device is a loop device over a file in --dir (direct I/O off, as fs_bench's btrfs
-// members), made with LOOP_CONFIGURE and detached at the end, or an existing one given
-// with --device, which is only read.
+// members; tests/mounted's LoopDevice, LOOP_CONFIGURE with autoclear), detached once the
+// benchmark closes it, or an existing one given with --device, which is only read.
 #include "bench/ring_bench.hpp"
 
 #include <fcntl.h>
 #include <liburing.h>
-#include <linux/loop.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -26,6 +24,7 @@
 #include <random>
 
 #include "bench/bench_util.hpp"
+#include "mounted/loop_device.hpp"
 #include "raid/aligned_buffer.hpp"
 #include "raid/local_ring.hpp"
 
@@ -35,16 +34,16 @@ namespace {
 
 constexpr uint64_t kRead = 4096;
 
-// A loop device over a new file; the file is removed and the device detached on destruction.
-class LoopDevice {
+// A new file of `size` bytes in `dir`, written (not sparse: every read then copies real
+// pages, as a device's would), removed on destruction; with a loop device over it
+// (tests/mounted's LoopDevice, which detaches itself once the last opener closes it).
+class BackedLoop {
  public:
-  static Result<std::unique_ptr<LoopDevice>> create(const std::string& dir, uint64_t size) {
-    std::unique_ptr<LoopDevice> loop(new LoopDevice);
-    loop->file_ = dir + "/stripefs-ring-bench.img";
-    const int file = ::open(loop->file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (file < 0) return fail(errno, "{}: {}", loop->file_, std::strerror(errno));
-    loop->made_file_ = true;
-    // Written, not sparse: every read then copies real pages, as a device's would.
+  static Result<std::unique_ptr<BackedLoop>> create(const std::string& dir, uint64_t size) {
+    std::unique_ptr<BackedLoop> made(new BackedLoop(dir + "/stripefs-ring-bench.img"));
+    const int file = ::open(made->file_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (file < 0) return fail(errno, "{}: {}", made->file_, std::strerror(errno));
+    made->made_file_ = true;
     AlignedBuffer chunk(1 << 20);
     std::memset(chunk.data(), 0x5a, chunk.size());
     for (uint64_t at = 0; at < size; at += chunk.size()) {
@@ -52,50 +51,26 @@ class LoopDevice {
           static_cast<ssize_t>(chunk.size())) {
         const int e = errno;
         ::close(file);
-        return fail(e, "{}: writing: {}", loop->file_, std::strerror(e));
+        return fail(e, "{}: writing: {}", made->file_, std::strerror(e));
       }
     }
-    const int control = ::open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-    if (control < 0) {
-      const int e = errno;
-      ::close(file);
-      return fail(e, "/dev/loop-control: {} (the benchmark needs root)", std::strerror(e));
-    }
-    const int n = ioctl(control, LOOP_CTL_GET_FREE);
-    const int e = errno;
-    ::close(control);
-    if (n < 0) {
-      ::close(file);
-      return fail(e, "LOOP_CTL_GET_FREE: {}", std::strerror(e));
-    }
-    loop->path_ = "/dev/loop" + std::to_string(n);
-    loop->fd_ = ::open(loop->path_.c_str(), O_RDWR | O_CLOEXEC);
-    if (loop->fd_ < 0) {
-      const int oe = errno;
-      ::close(file);
-      return fail(oe, "{}: {}", loop->path_, std::strerror(oe));
-    }
-    loop_config config{};
-    config.fd = static_cast<uint32_t>(file);
-    const int rc = ioctl(loop->fd_, LOOP_CONFIGURE, &config);
-    const int ce = errno;
     ::close(file);
-    if (rc != 0) return fail(ce, "{}: LOOP_CONFIGURE: {}", loop->path_, std::strerror(ce));
-    loop->attached_ = true;
-    return loop;
+    auto loop = test::LoopDevice::attach(made->file_);
+    if (!loop) return fail(EIO, "{} (the benchmark needs root)", loop.error());
+    made->loop_.emplace(std::move(*loop));
+    return made;
   }
-  ~LoopDevice() {
-    if (attached_) ioctl(fd_, LOOP_CLR_FD, 0);
-    if (fd_ >= 0) ::close(fd_);
+  ~BackedLoop() {
+    loop_.reset();
     if (made_file_) ::unlink(file_.c_str());
   }
-  const std::string& path() const { return path_; }
+  std::string path() const { return loop_->path().string(); }
 
  private:
-  LoopDevice() = default;
-  std::string file_, path_;
-  int fd_ = -1;
-  bool made_file_ = false, attached_ = false;
+  explicit BackedLoop(std::string file) : file_(std::move(file)) {}
+  std::string file_;
+  bool made_file_ = false;
+  std::optional<test::LoopDevice> loop_;
 };
 
 // The offsets of one pass: aligned 4 KiB reads anywhere in the device, the same for every way.
@@ -217,14 +192,14 @@ int run_ring_bench(const RingBenchOptions& options) {
     std::fprintf(stderr, "stripefs-bench: --reads and --repeat must be at least 1\n");
     return 2;
   }
-  std::unique_ptr<LoopDevice> loop;
+  std::unique_ptr<BackedLoop> loop;
   std::string path = options.device;
   if (path.empty()) {
     if (options.size < 16 * kRead) {
       std::fprintf(stderr, "stripefs-bench: --size must be at least 64K\n");
       return 2;
     }
-    auto made = LoopDevice::create(options.dir, options.size);
+    auto made = BackedLoop::create(options.dir, options.size);
     if (!made) return report(made.error());
     loop = std::move(*made);
     path = loop->path();
