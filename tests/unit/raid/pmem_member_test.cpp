@@ -165,6 +165,23 @@ TEST_F(PmemMemberTest, FuaWritePersistsAtOnceAndIsNotDirty) {
   EXPECT_EQ(std::memcmp(read_file(2 << 20, data.size()).data(), data.data(), data.size()), 0);
 }
 
+TEST_F(PmemMemberTest, PersistEachWriteMakesEveryWriteDurableAtOnce) {
+  member_->set_persist_each_write(true);
+  AlignedBuffer data = test::random_buffer(4 * kKiB, 6);
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(member_write(*member_, i * 4 * kKiB, data.span()));
+  // One persist per write, adjacent or not, and nothing left for a flush.
+  EXPECT_EQ(member_->persist_calls(), 3u);
+  EXPECT_EQ(member_->dirty_bytes(), 0u);
+  ASSERT_TRUE(member_flush(*member_));
+  EXPECT_EQ(member_->persist_calls(), 3u);
+  EXPECT_EQ(std::memcmp(read_file(8 * kKiB, data.size()).data(), data.data(), data.size()), 0);
+
+  member_->set_persist_each_write(false);
+  ASSERT_TRUE(member_write(*member_, 0, data.span()));
+  EXPECT_EQ(member_->persist_calls(), 3u);
+  EXPECT_EQ(member_->dirty_bytes(), 4 * kKiB);
+}
+
 TEST_F(PmemMemberTest, FlushedDataIsInTheFile) {
   AlignedBuffer data = test::random_buffer(64 * kKiB, 5);
   const uint64_t offset = kSize - data.size();
