@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "raid/aligned_buffer.hpp"
+#include "raid/pmem_member.hpp"
 #include "raid/superblock.hpp"
 
 namespace stripefs {
@@ -52,6 +53,69 @@ std::vector<Member*> Devices::member_pointers() const {
 Member* Devices::adopt(OpenedDevice device) {
   added.push_back(std::move(device));
   return added.back().member.get();
+}
+
+Result<MemberBackend> parse_member_backend(std::string_view text) {
+  if (text == "auto") return MemberBackend::automatic;
+  if (text == "block") return MemberBackend::block;
+  if (text == "pmem") return MemberBackend::pmem;
+  return fail(EINVAL, "backend '{}': not auto, block or pmem", text);
+}
+
+std::string_view to_string(MemberBackend backend) {
+  switch (backend) {
+    case MemberBackend::automatic:
+      return "auto";
+    case MemberBackend::block:
+      return "block";
+    case MemberBackend::pmem:
+      return "pmem";
+  }
+  return "?";
+}
+
+std::string_view member_backend_name(const Member& member) {
+  if (dynamic_cast<const PmemMember*>(&member) != nullptr) return "pmem";
+  if (const auto* file = dynamic_cast<const FileMember*>(&member)) {
+    return file->is_block_device() ? "block" : file->inline_io() ? "inline" : "file";
+  }
+  return "other";
+}
+
+namespace {
+
+// Whether `path` is persistent memory that libpmem2 maps directly: a character device (DAX
+// devices are the only ones it maps) or a file whose accesses are DAX.
+bool is_persistent_memory(const std::string& path) {
+  struct statx st {};
+  if (statx(AT_FDCWD, path.c_str(), 0, STATX_TYPE, &st) != 0) return false;
+  if (S_ISCHR(st.stx_mode)) return true;
+  return S_ISREG(st.stx_mode) && (st.stx_attributes_mask & STATX_ATTR_DAX) != 0 &&
+         (st.stx_attributes & STATX_ATTR_DAX) != 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Member>> open_member(const std::string& path, IoEngine& engine,
+                                            MemberBackend backend) {
+  if (backend == MemberBackend::automatic) {
+    backend = is_persistent_memory(path) ? MemberBackend::pmem : MemberBackend::block;
+  }
+  if (backend == MemberBackend::pmem) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) {
+      return fail(EINVAL,
+                  "member {}: backend=pmem maps DAX devices (/dev/dax*) and files, not block "
+                  "devices: use backend=block, or a file on a DAX filesystem",
+                  path);
+    }
+    auto member = PmemMember::open(path);
+    if (!member) return fail(member.error());
+    return std::unique_ptr<Member>(std::move(*member));
+  }
+  auto member = FileMember::open(path, engine);
+  if (!member) return fail(member.error());
+  return std::unique_ptr<Member>(std::move(*member));
 }
 
 std::vector<std::string> split_device_list(const std::vector<std::string>& args) {
@@ -131,9 +195,10 @@ Result<int> lock_device(const std::string& path, std::chrono::milliseconds wait)
 }
 
 Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& paths,
-                                              const std::string& journal,
+                                              const std::string& journal, MemberBackend backend,
                                               std::chrono::milliseconds wait) {
   auto devices = std::make_unique<Devices>();
+  devices->backend = backend;
   std::set<std::string> seen;
   for (const std::string& p : paths) {
     char resolved[PATH_MAX];
@@ -151,24 +216,24 @@ Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& pa
   if (!engine) return fail(engine.error());
   devices->engine = std::move(*engine);
   for (const std::string& p : paths) {
-    auto member = FileMember::open(p, *devices->engine);
+    auto member = open_member(p, *devices->engine, backend);
     if (!member) return fail(member.error());
     devices->members.push_back(std::move(*member));
   }
   if (!journal.empty()) {
-    auto member = FileMember::open(journal, *devices->engine);
+    auto member = open_member(journal, *devices->engine, backend);
     if (!member) return fail(member.error());
     devices->journal = std::move(*member);
   }
   return devices;
 }
 
-Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine) {
+Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine, MemberBackend backend) {
   OpenedDevice device;
   auto fd = lock_device(path);
   if (!fd) return fail(fd.error());
   device.lock = *fd;
-  auto member = FileMember::open(path, engine);
+  auto member = open_member(path, engine, backend);
   if (!member) return fail(member.error());
   device.member = std::move(*member);
   return device;

@@ -1,20 +1,46 @@
 // Opening an array's member devices (and its journal device) for the executables: each
-// locked with flock, then opened as a FileMember with the default InMemory::automatic (member
-// files on tmpfs are driven inline: file_member.hpp).
+// locked with flock, then opened with the backend that fits it (open_member): persistent
+// memory through libpmem2 (PmemMember), anything else as a FileMember with the default
+// InMemory::automatic (block devices and files on disk through io_uring, member files on
+// tmpfs inline: file_member.hpp).
 #pragma once
 #include <chrono>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 #include "raid/file_member.hpp"
 #include "raid/io_engine.hpp"
 
 namespace stripefs {
 
-// A device opened on its own, as open_devices opens each: flock()ed, then a FileMember.
+// How the programs drive a device (mkfs.stripefs --backend, the mount option backend=).
+//  - automatic: persistent memory (a DAX character device such as /dev/dax0.0, or a file
+//    that statx reports as DAX: one on a filesystem mounted with -o dax over /dev/pmem*)
+//    through libpmem2; everything else as `block`.
+//  - block: a FileMember (io_uring with O_DIRECT; tmpfs files inline).
+//  - pmem: libpmem2 for every device, also an ordinary file (mapped through the page cache,
+//    made durable with msync), which is how the backend is tested without pmem. A block
+//    device is refused: Linux maps raw block devices through the page cache only (DAX on
+//    them went in 4.13), so /dev/pmemN is used raw through `block`, or through a DAX
+//    filesystem's files.
+enum class MemberBackend : uint8_t { automatic, block, pmem };
+// "auto", "block" or "pmem"; anything else is an error that names it.
+Result<MemberBackend> parse_member_backend(std::string_view text);
+std::string_view to_string(MemberBackend backend);
+// What drives `member`, for people (status): "pmem", "block" (a block device through the
+// ring), "file" (a file through the ring), "inline" (a tmpfs file), or "other".
+std::string_view member_backend_name(const Member& member);
+
+// Opens `path` with `backend` (not locked; open_device and open_devices lock). `engine`
+// must outlive the member.
+Result<std::unique_ptr<Member>> open_member(const std::string& path, IoEngine& engine,
+                                            MemberBackend backend);
+
+// A device opened on its own, as open_devices opens each: flock()ed, then open_member.
 struct OpenedDevice {
-  std::unique_ptr<FileMember> member;
+  std::unique_ptr<Member> member;
   int lock = -1;  // the flock()ed descriptor, closed with the device
   OpenedDevice() = default;
   OpenedDevice(OpenedDevice&& other) noexcept;
@@ -24,9 +50,10 @@ struct OpenedDevice {
 
 struct Devices {
   std::unique_ptr<IoEngine> engine;
-  std::vector<std::unique_ptr<FileMember>> members;
-  std::unique_ptr<FileMember> journal;  // the stripe journal's device, when there is one
-  std::vector<int> locks;               // flock()ed descriptors, one per device
+  MemberBackend backend = MemberBackend::automatic;  // as opened; devices added later too
+  std::vector<std::unique_ptr<Member>> members;
+  std::unique_ptr<Member> journal;  // the stripe journal's device, when there is one
+  std::vector<int> locks;           // flock()ed descriptors, one per device
   // Devices given to the array while it runs (rebuilds): kept until the end, as the array
   // needs its members to outlive it.
   std::vector<OpenedDevice> added;
@@ -49,7 +76,8 @@ Result<int> lock_device(const std::string& path,
                         std::chrono::milliseconds wait = std::chrono::milliseconds{0});
 
 // Opens one more device on `engine` (which must outlive it), locked as open_devices does.
-Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine);
+Result<OpenedDevice> open_device(const std::string& path, IoEngine& engine,
+                                 MemberBackend backend = MemberBackend::automatic);
 
 // Device arguments as users write them: several paths, or one joined by ':' (the form
 // /etc/fstab and mount.fuse3 pass as the source).
@@ -57,8 +85,10 @@ std::vector<std::string> split_device_list(const std::vector<std::string>& args)
 
 // Opens every path exclusively: a device another stripefs process holds is refused, so two
 // daemons never drive one array (after waiting as lock_device does). `journal` may be empty.
+// `backend` applies to every device, the journal's too.
 Result<std::unique_ptr<Devices>> open_devices(const std::vector<std::string>& paths,
                                               const std::string& journal,
+                                              MemberBackend backend = MemberBackend::automatic,
                                               std::chrono::milliseconds wait = kReleaseWait);
 
 // The array UUID a source names as UUID=... or uuid=... (nullopt: a device list). The lower

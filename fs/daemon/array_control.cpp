@@ -337,7 +337,7 @@ Result<json> ArrayControl::add_device(const json& request) {
     fs_log().warn("control: {} added back", *path);
     return json{{"device", *path}, {"rebuilding", *role}};
   }
-  auto opened = open_device(*path, *devices_.engine);
+  auto opened = open_device(*path, *devices_.engine, devices_.backend);
   if (!opened) return stripefs::fail(opened.error());
   if (auto v = vet(*opened->member, *path, force); !v) return stripefs::fail(v.error());
   // Recorded on the device (md's spare superblock), so a mount given it knows it again; kept
@@ -364,7 +364,7 @@ Result<json> ArrayControl::readd_device(const json& request) {
   }
   std::optional<OpenedDevice> opened;
   if (device == nullptr) {
-    auto o = open_device(*path, *devices_.engine);
+    auto o = open_device(*path, *devices_.engine, devices_.backend);
     if (!o) return stripefs::fail(o.error());
     opened = std::move(*o);
     device = opened->member.get();
@@ -433,7 +433,7 @@ Result<json> ArrayControl::replace_device(const json& request) {
       set_lock(device, *l);
     }
   } else {
-    auto o = open_device(*path, *devices_.engine);
+    auto o = open_device(*path, *devices_.engine, devices_.backend);
     if (!o) return stripefs::fail(o.error());
     opened = std::move(*o);
     device = opened->member.get();

@@ -24,6 +24,9 @@ constexpr const char* kUsage =
     "options (-o, comma-separated; FUSE options such as allow_other, ro, default_permissions\n"
     "are passed on):\n"
     "  journal_device=PATH   the array's separate journal device (write-hole protection)\n"
+    "  backend=auto|block|pmem  how devices are driven: pmem maps them with libpmem2 and\n"
+    "                        persists only on flush/FUA; block uses io_uring with O_DIRECT;\n"
+    "                        auto (default) takes pmem for DAX devices and files, else block\n"
     "  write_hole=closed|open  log partial-stripe writes first (closed, the default\n"
     "                        on an array with a write-hole journal) or not (open: faster\n"
     "                        small writes, the write hole open until a clean unmount)\n"
@@ -53,6 +56,7 @@ constexpr const char* kUsage =
 // What fuse_opt fills in: C strings it allocates, ints it sets.
 struct Raw {
   char* journal_device = nullptr;
+  char* backend = nullptr;
   char* write_hole = nullptr;
   double writeback_delay = 5.0;
   double commit_interval = 5.0;
@@ -79,7 +83,7 @@ struct Raw {
   int subtype_given = 0;
   std::vector<std::string> positional;
   ~Raw() {
-    for (char* p : {journal_device, write_hole, cache_size, readahead, speed_limit_min,
+    for (char* p : {journal_device, backend, write_hole, cache_size, readahead, speed_limit_min,
                     speed_limit_max, event_program, log_level}) {
       std::free(p);
     }
@@ -101,6 +105,7 @@ enum Key {
   { t, offsetof(Raw, p), v }
 // "defaults" is fstab's placeholder, which mount.fuse3 passes on as it is.
 const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0),
+                             STRIPEFS_OPT("backend=%s", backend, 0),
                              STRIPEFS_OPT("write_hole=%s", write_hole, 0),
                              STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
                              STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
@@ -179,6 +184,11 @@ Result<void> check_values(const Raw& raw, MountOptions& out) {
   if (!seconds(raw.commit_interval)) {
     return fail(kBadValue, "commit_interval={}: not a positive number of seconds",
                 raw.commit_interval);
+  }
+  if (raw.backend != nullptr) {
+    auto backend = parse_member_backend(raw.backend);
+    if (!backend) return fail(kBadValue, "backend={}: not auto, block or pmem", raw.backend);
+    out.backend = *backend;
   }
   out.fs.writeback_delay_s = raw.writeback_delay;
   out.fs.commit_interval_s = raw.commit_interval;

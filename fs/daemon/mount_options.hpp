@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fs/core/filesystem.hpp"
+#include "raid/member_devices.hpp"
 #include "raid/result.hpp"
 
 namespace stripefs::fs {
@@ -19,11 +20,12 @@ namespace stripefs::fs {
 struct MountOptions {
   std::vector<std::string> sources;  // member devices, ':'-joined or apart; or one UUID=...
   std::string mountpoint;
-  std::string journal_device;       // journal_device=PATH
-  bool log_partial_stripes = true;  // write_hole=closed (true) or open
-  FsOptions fs;                     // ro, writeback_delay, commit_interval, cache_size
-  uint64_t readahead = 4u << 20;    // readahead=SIZE; 0 keeps the kernel's
-  unsigned io_threads = 0;          // io_threads=N; 0: default_io_threads()
+  std::string journal_device;                        // journal_device=PATH
+  MemberBackend backend = MemberBackend::automatic;  // backend=auto|block|pmem
+  bool log_partial_stripes = true;                   // write_hole=closed (true) or open
+  FsOptions fs;                   // ro, writeback_delay, commit_interval, cache_size
+  uint64_t readahead = 4u << 20;  // readahead=SIZE; 0 keeps the kernel's
+  unsigned io_threads = 0;        // io_threads=N; 0: default_io_threads()
   bool writeback_cache = false;
   bool direct_io = false;
   bool posix_acl = true;  // acl (default) or noacl: POSIX ACLs enforced by the kernel

@@ -6,6 +6,8 @@
 #include "fs/daemon/control.hpp"
 #include "journal/stripe_journal.hpp"
 #include "raid/local_ring.hpp"
+#include "raid/member_devices.hpp"
+#include "raid/pmem_member.hpp"
 
 namespace stripefs::fs {
 
@@ -34,7 +36,8 @@ std::string role_state(Array& array, const Superblock& sb, unsigned role) {
 
 json counters_json(const Member* m) {
   const MemberCounters c = m != nullptr ? m->counters() : MemberCounters{};
-  return {{"reads", c.reads},
+  return {{"backend", m != nullptr ? std::string(member_backend_name(*m)) : ""},
+          {"reads", c.reads},
           {"writes", c.writes},
           {"read_bytes", c.read_bytes},
           {"written_bytes", c.written_bytes},
@@ -250,6 +253,13 @@ nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) 
   const MetaStats m = fs.meta_stats();
   StripeJournalStats w;
   if (auto* log = dynamic_cast<StripeJournal*>(array.stripe_log())) w = log->stats();
+  // Ranges the pmem members made durable (pmem_member.hpp): at flushes and FUA writes only.
+  uint64_t pmem_persists = 0;
+  for (unsigned i = 0; i < array.volume().geometry().members(); ++i) {
+    if (auto* pmem = dynamic_cast<const PmemMember*>(array.member_device(i))) {
+      pmem_persists += pmem->persist_calls();
+    }
+  }
   return {{"volume",
            {{"full_stripe_writes", v.full_stripe_writes},
             {"full_stripe_bytes", v.full_stripe_bytes},
@@ -293,7 +303,8 @@ nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) 
             {"engine_fixed_requests", e.fixed_requests},
             {"engine_submissions", e.submit_calls},
             {"engine_largest_batch", e.largest_batch},
-            {"local_ring_requests", LocalRing::requests()}}}};
+            {"local_ring_requests", LocalRing::requests()},
+            {"pmem_persists", pmem_persists}}}};
 }
 
 }  // namespace stripefs::fs

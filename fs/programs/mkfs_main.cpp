@@ -41,7 +41,7 @@ int refuse(const std::string& message) {
 int main(int argc, char** argv) {
   CLI::App app{"Create a stripefs array and filesystem", "mkfs.stripefs"};
   std::string level_text, chunk_text = "512K", bitmap_chunk_text, journal_size_text, journal_device,
-                          label, uuid_text, write_journal_text;
+                          label, uuid_text, write_journal_text, backend_text = "auto";
   unsigned count = 0;
   uint64_t inodes = 0;
   bool force = false, quiet = false;
@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   bool no_checksums = false;
   app.add_flag("--no-checksums", no_checksums,
                "keep no data checksums (format 1: overwrites in place, no self-healing reads)");
+  app.add_option("--backend", backend_text,
+                 "how devices are written: auto (default: pmem for DAX devices and files), "
+                 "block (io_uring, O_DIRECT) or pmem (libpmem2, also for an ordinary file)");
   app.add_flag("-f,--force", force, "overwrite devices that hold another array or filesystem");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
   app.add_option("devices", device_args, "member devices (or files), in role order")->required();
@@ -89,6 +92,8 @@ int main(int argc, char** argv) {
   // ---- every check first ----
   auto level = parse_raid_level(level_text);
   if (!level) return refuse(level.error().message);
+  auto backend = parse_member_backend(backend_text);
+  if (!backend) return refuse("--" + backend.error().message);
   const std::vector<std::string> paths = split_device_list(device_args);
   if (paths.size() != count) {
     return refuse(fmt::format("-n {} but {} devices given", count, paths.size()));
@@ -165,7 +170,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  auto devices = open_devices(paths, journal_device);
+  auto devices = open_devices(paths, journal_device, *backend);
   if (!devices) return refuse(devices.error().message);
   uint64_t smallest = UINT64_MAX, largest = 0;
   std::string smallest_path, largest_path;

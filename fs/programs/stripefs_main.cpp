@@ -167,7 +167,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
   fuse_set_log_func(nullptr);  // from here on libfuse logs as it does
 
   const std::string journal = config.journal_device;
-  auto devices = open_devices(paths, journal);
+  auto devices = open_devices(paths, journal, config.backend);
   if (!devices) return launch.fail(devices.error().message);
   ArraySetup setup;
   setup.force = config.force;

@@ -65,7 +65,9 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<PowerCutMember>> members;
   std::vector<Member*> pointers;
   for (const auto& device : (*devices)->members) {
-    if (!device->inline_io()) return fail(device->name() + ": not a file on tmpfs");
+    if (member_backend_name(*device) != "inline") {
+      return fail(device->name() + ": not a file on tmpfs");
+    }
     members.push_back(std::make_unique<PowerCutMember>(*device));
     pointers.push_back(members.back().get());
   }

@@ -320,6 +320,7 @@ fs::path MountedFs::new_device(const std::string& name, std::string& error) {
 Status MountedFs::format() {
   std::vector<std::string> args = {mkfs_path_, "-q", "-l",
                                    level_,     "-n", std::to_string(member_count_)};
+  args.insert(args.end(), mkfs_arguments_.begin(), mkfs_arguments_.end());
   for (const auto& member : members_) args.push_back(member.string());
   if (auto done = run(args, log_path_, kMkfsTimeout); !done)
     return std::unexpected(with_log(done.error()));

@@ -53,6 +53,10 @@ class MountedFs {
     level_ = std::move(level);
     member_count_ = members;
   }
+  // More mkfs.stripefs arguments, e.g. {"--backend", "pmem"}. Only before the first mount().
+  void set_mkfs_arguments(std::vector<std::string> arguments) {
+    mkfs_arguments_ = std::move(arguments);
+  }
   // The daemon's -o value, e.g. "default_permissions,allow_other". Empty: no -o at all.
   void set_mount_options(std::string options) { mount_options_ = std::move(options); }
   // A new sparse file of the members' size in the state directory (a spare, a replacement),
@@ -112,6 +116,7 @@ class MountedFs {
   std::vector<LoopDevice> loops_;  // the members, with use_loop_devices()
   uint64_t member_size_ = kDefaultMemberSize;
   std::string mount_options_;
+  std::vector<std::string> mkfs_arguments_;
   std::string level_ = "5";
   unsigned member_count_ = kMembers;
   std::string mkfs_path_;

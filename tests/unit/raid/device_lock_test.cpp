@@ -103,7 +103,7 @@ TEST_F(DeviceLock, AHolderThatLetsGoWithinTheBoundIsWaitedFor) {
 
 TEST_F(DeviceLock, OpenDevicesWaitsLikewise) {
   hold(milliseconds(300));
-  auto devices = open_devices({path_}, "", std::chrono::seconds(20));
+  auto devices = open_devices({path_}, "", MemberBackend::automatic, std::chrono::seconds(20));
   ASSERT_TRUE(devices.has_value()) << devices.error().message;
   EXPECT_EQ((*devices)->members.size(), 1u);
 }

@@ -79,6 +79,14 @@ TEST(MountOptions, EachOptionOfItsOwn) {
   auto healing = parse({"stripefs", "-o", "max_read_errors=0", "s", "/m"});
   ASSERT_TRUE(healing) << healing.error().message;
   EXPECT_EQ(healing->max_read_errors, 0u);
+  EXPECT_EQ(healing->backend, MemberBackend::automatic);
+  for (auto [text, backend] : {std::pair{"backend=pmem", MemberBackend::pmem},
+                               std::pair{"backend=block", MemberBackend::block},
+                               std::pair{"backend=auto", MemberBackend::automatic}}) {
+    auto chosen = parse({"stripefs", "-o", text, "s", "/m"});
+    ASSERT_TRUE(chosen) << chosen.error().message;
+    EXPECT_EQ(chosen->backend, backend) << text;
+  }
   auto closed = parse({"stripefs", "-o", "write_hole=closed,readahead=1G", "s", "/m"});
   ASSERT_TRUE(closed);
   EXPECT_TRUE(closed->log_partial_stripes);
@@ -160,6 +168,7 @@ TEST(MountOptions, BadValuesAreRefusedNamingTheOption) {
       {"readahead=2G", "readahead=2G"},
       {"readahead=x", "readahead=x"},
       {"write_hole=ajar", "write_hole=ajar"},
+      {"backend=dax", "backend=dax"},
       {"max_read_errors=-1", "max_read_errors=4294967295"},
   };
   for (const Case& c : cases) {
@@ -185,8 +194,8 @@ TEST(MountOptions, UsageErrors) {
 TEST(MountOptions, UsageNamesEveryOption) {
   const std::string usage = mount_usage();
   for (const char* name :
-       {"journal_device=", "write_hole=", "writeback_delay=", "commit_interval=", "cache_size=",
-        "io_threads=", "readahead=", "writeback_cache", "direct_io", "force",
+       {"journal_device=", "backend=", "write_hole=", "writeback_delay=", "commit_interval=",
+        "cache_size=", "io_threads=", "readahead=", "writeback_cache", "direct_io", "force",
         "max_read_errors=", "fsname=", "subtype=", "acl", "noacl", "-f", "-d", "-s"}) {
     EXPECT_NE(usage.find(name), std::string::npos) << name;
   }
