@@ -5,6 +5,7 @@
 #include "bench/bitmap_bench.hpp"
 #include "bench/demo.hpp"
 #include "bench/dir_bench.hpp"
+#include "bench/pmem_bench.hpp"
 #include "bench/raid_bench.hpp"
 #include "bench/rebuild_bench.hpp"
 #include "bench/ring_bench.hpp"
@@ -95,6 +96,22 @@ int main(int argc, char** argv) {
   ring_cmd->add_option("--reads", ring.reads, "reads per pass and way (default 20000)");
   ring_cmd->add_option("--depth", ring.depth, "reads in flight for the IOPS figures (default 16)");
   ring_cmd->add_option("--repeat", ring.repeat, "passes; figures are medians (default 5)");
+
+  stripefs::bench::PmemBenchOptions pmem;
+  auto* pmem_cmd = app.add_subcommand(
+      "pmem",
+      "RAID5 on pmem-backend member files: sequential and random writes with writes persisted "
+      "at flushes only (the backend's design) vs every write persisted at once");
+  pmem_cmd->add_option("--dir", pmem.dir,
+                       "directory for the member files, made and removed (default "
+                       "/dev/shm/stripefs-pmem-bench)");
+  pmem_cmd->add_option("--members", pmem.members, "number of members (default 4)");
+  std::string pmem_size = "256M", pmem_sequential = "128M";
+  pmem_cmd->add_option("--size", pmem_size, "size of each member file (default 256M)");
+  pmem_cmd->add_option("--sequential", pmem_sequential,
+                       "bytes written in 1 MiB requests per pass (default 128M)");
+  pmem_cmd->add_option("--writes", pmem.writes, "random 4 KiB writes per pass (default 20000)");
+  pmem_cmd->add_option("--repeat", pmem.repeat, "passes; figures are medians (default 5)");
 
   stripefs::bench::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand(
@@ -196,6 +213,25 @@ int main(int argc, char** argv) {
     }
     ring.size = *size;
     return stripefs::bench::run_ring_bench(ring);
+  }
+  if (pmem_cmd->parsed()) {
+    for (auto [text, target] : {std::pair{&pmem_size, &pmem.member_size},
+                                std::pair{&pmem_sequential, &pmem.sequential}}) {
+      auto parsed = stripefs::parse_size(*text);
+      if (!parsed) {
+        std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
+        return 2;
+      }
+      *target = *parsed;
+    }
+    if (pmem.members < 3 || pmem.members > 32 || pmem.member_size < (64u << 20) ||
+        pmem.sequential < (1u << 20) || pmem.writes == 0 || pmem.repeat == 0) {
+      std::fprintf(stderr,
+                   "stripefs-bench: pmem needs --members 3..32, --size >= 64M, --sequential "
+                   ">= 1M and non-zero --writes and --repeat\n");
+      return 2;
+    }
+    return stripefs::bench::run_pmem_bench(pmem);
   }
   if (demo_cmd->parsed()) {
     auto size = stripefs::parse_size(demo_size);
