@@ -381,7 +381,7 @@ void Journal::submit_batch(std::unique_ptr<Batch> batch) {
             batch_written(std::move(batch), {});
           }
         };
-        device_.submit(std::move(flush));
+        device_.start(std::move(flush));
       });
 }
 

@@ -68,7 +68,7 @@ void MirroredArea::read_from(size_t first, MemberRequest request) {
                                      offset_ + shared->offset, std::strerror(error))});
     read_from(at + 1, std::move(*shared));
   };
-  copy.member->submit(std::move(mine));
+  copy.member->start(std::move(mine));
 }
 
 void MirroredArea::submit(MemberRequest request) {
@@ -131,7 +131,7 @@ void MirroredArea::submit(MemberRequest request) {
       }
       fan->done(answer);
     };
-    c.member->submit(std::move(mine));
+    c.member->start(std::move(mine));
   }
 }
 

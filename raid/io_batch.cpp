@@ -100,6 +100,7 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     request.offset = merged.offset;
     request.fua = fua;
     request.iov = std::move(merged.iov);
+    request.merged = static_cast<uint32_t>(merged.tags.size());
     const uint64_t expected = request.length();
     Member* device = devices[merged.member];
     request.done = [batch, device, op, member = merged.member, tags = std::move(merged.tags),
@@ -113,7 +114,7 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
       }
       batch->join.finish();
     };
-    device->submit(std::move(request));
+    device->start(std::move(request));
   }
 }
 

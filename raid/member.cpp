@@ -57,7 +57,7 @@ Result<void> run_sync(Member& member, MemberRequest request) {
   const MemberOp op = request.op;
   const int64_t result = wait_for<int64_t>([&](std::function<void(int64_t)> done) {
     request.done = std::move(done);
-    member.submit(std::move(request));
+    member.start(std::move(request));
   });
   return outcome(member, op, offset, expected, result);
 }
@@ -75,7 +75,7 @@ std::future<Result<void>> member_start(Member& member, MemberOp op, uint64_t off
   request.done = [&member, op, offset, expected = buffer.size(), promise](int64_t result) {
     promise->set_value(outcome(member, op, offset, expected, result));
   };
-  member.submit(std::move(request));
+  member.start(std::move(request));
   return future;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "raid/device_limits.hpp"
+#include "raid/member_shape.hpp"
 #include "raid/result.hpp"
 
 namespace stripefs {
@@ -26,7 +27,8 @@ struct MemberRequest {
   MemberOp op = MemberOp::read;
   uint64_t offset = 0;
   std::vector<iovec> iov;
-  bool fua = false;  // write: durable when done (RWF_DSYNC), not only when flushed
+  bool fua = false;     // write: durable when done (RWF_DSYNC), not only when flushed
+  uint32_t merged = 1;  // planned I/Os merged into it (submit_ios), for the shape counters
   // Called exactly once, from any thread, with the bytes transferred or -errno.
   std::function<void(int64_t)> done;
 
@@ -62,6 +64,16 @@ class Member {
   // Starts the request; completion is reported through request.done. Never blocks on the
   // device; the caller must not hold locks that `done` may take.
   virtual void submit(MemberRequest request) = 0;
+  // What the array's code calls: counts the request's shape (shape()), then submit(). A
+  // backend that wraps another (a hot replace, fault injection) calls the inner submit(),
+  // so each request is counted once, on the device the array sent it to.
+  void start(MemberRequest request) {
+    shape_.note(request.op, request.offset, request.length(), request.merged, request.fua,
+                preferred_io_size(limits_));
+    submit(std::move(request));
+  }
+  // Counted by start(); alignment against preferred_io_size(limits()).
+  MemberShape shape() const { return shape_.snapshot(); }
 
   // Counts one finished request: the Volume's batches (submit_ios) and the blocking helpers
   // below call it from their completions. Relaxed: figures for people, never for decisions.
@@ -85,6 +97,7 @@ class Member {
   std::atomic<uint64_t> reads_{0}, writes_{0}, read_bytes_{0}, written_bytes_{0}, errors_{0};
   std::atomic<uint64_t> corrected_{0};
   std::atomic<uint64_t> checksum_errors_{0};
+  MemberShapeCounters shape_;
 };
 
 // A slot of a member table that may change while I/O runs (MemberSet::swap_device): read and

@@ -334,7 +334,7 @@ bool Volume::read_one(const VolumePiece& seg, Callback& done) {
     if (ok) return done({});
     read_failed(seg, member, at, result < 0 ? static_cast<int>(-result) : EIO, std::move(done));
   };
-  device->submit(std::move(request));
+  device->start(std::move(request));
   return true;
 }
 
@@ -416,7 +416,7 @@ void Volume::flush(Callback done) {
       }
       join->finish();
     };
-    members_[i]->submit(std::move(request));
+    members_[i]->start(std::move(request));
   }
 }
 

@@ -60,7 +60,7 @@ void Volume::read_failed(const VolumePiece& segment, unsigned member, uint64_t m
     if (locks_.acquire(healing->stripe, [this, healing] { heal(healing); })) heal(healing);
   };
   VolumeCounters::add(stats_.member_read_ios, 1);
-  device->submit(std::move(again));
+  device->start(std::move(again));
 }
 
 // Under the stripe's lock: the good bytes, then written back and read back.
@@ -103,11 +103,11 @@ void Volume::heal(std::shared_ptr<Healing> healing) {
         }
         healed(healing, {});
       };
-      device->submit(std::move(read));
+      device->start(std::move(read));
     };
     VolumeCounters::add(stats_.member_write_ios, 1);
     VolumeCounters::add(stats_.member_read_ios, 1);
-    device->submit(std::move(write));
+    device->start(std::move(write));
   });
 }
 

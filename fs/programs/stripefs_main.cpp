@@ -26,6 +26,7 @@
 #include "fs/daemon/array_control.hpp"
 #include "fs/daemon/control.hpp"
 #include "fs/daemon/fuse_ops.hpp"
+#include "fs/daemon/iostat.hpp"
 #include "fs/daemon/mount_options.hpp"
 #include "fs/daemon/status.hpp"
 #include "fs/daemon/tmpfile_op.hpp"
@@ -214,10 +215,12 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
           return fs::status_json(array_ref, fs_ref, absolute_mountpoint, &array_control_ref);
         }
         if (command == "stats") return fs::stats_json(array_ref, fs_ref, setup.engine);
+        if (command == "iostat") return fs::iostat_json(array_ref, setup.engine);
         if (auto reply = array_control_ref.handle(request)) return *reply;
-        return {{"error", "unknown command '" + command +
-                              "' (status, stats, fail, remove, add, replace, re-add, rebuild, "
-                              "speed, log-level)"}};
+        return {
+            {"error", "unknown command '" + command +
+                          "' (status, stats, iostat, fail, remove, add, replace, re-add, rebuild, "
+                          "speed, log-level)"}};
       });
   if (!control) {
     array_control.reset();

@@ -3,6 +3,7 @@
 //
 //   stripefsctl [--json] [--socket PATH] status [--wait] [MOUNTPOINT]
 //   stripefsctl [--json] [--socket PATH] stats [MOUNTPOINT]
+//   stripefsctl [--json] [--socket PATH] iostat [--interval SEC [--count N]] [MOUNTPOINT]
 //   stripefsctl fail MOUNTPOINT MEMBER          stripefsctl remove MOUNTPOINT MEMBER
 //   stripefsctl add [--force] MOUNTPOINT DEVICE stripefsctl rebuild MOUNTPOINT
 //   stripefsctl re-add MOUNTPOINT DEVICE
@@ -12,7 +13,7 @@
 //   stripefsctl scrub start|stop|status [--repair] [--wait] MOUNTPOINT
 //
 // Without --socket it finds the daemon by MOUNTPOINT among the sockets in /run/stripefs/
-// (with one daemon running, status and stats may leave MOUNTPOINT out).
+// (with one daemon running, status, stats and iostat may leave MOUNTPOINT out).
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "fs/daemon/control.hpp"
+#include "fs/daemon/iostat_view.hpp"
 #include "raid/units.hpp"
 
 namespace {
@@ -241,6 +243,46 @@ void print_stats(const json& s) {
   }
 }
 
+// iostat: once, the counters since the mount; with an interval, what each interval added.
+int run_iostat(const std::string& socket_path, double interval, unsigned count, bool as_json) {
+  using stripefs::fs::add_iostat_ratios;
+  std::string error;
+  const json request = {{"command", "iostat"}};
+  auto before = ask(socket_path, request, error);
+  if (!before) return refuse(error);
+  if (before->contains("error")) return refuse((*before)["error"].get<std::string>());
+  if (interval <= 0) {
+    json totals = *before;
+    add_iostat_ratios(totals);
+    if (as_json) {
+      std::printf("%s\n", totals.dump(2).c_str());
+    } else {
+      stripefs::fs::print_iostat(totals, "since the mount:");
+    }
+    return 0;
+  }
+  const auto period = std::chrono::duration<double>(interval);
+  auto next = std::chrono::steady_clock::now();
+  for (unsigned n = 0; count == 0 || n < count; ++n) {
+    next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(period);
+    std::this_thread::sleep_until(next);
+    auto now = ask(socket_path, request, error);
+    if (!now) return refuse(error);
+    if (now->contains("error")) return refuse((*now)["error"].get<std::string>());
+    json delta = stripefs::fs::iostat_delta(*now, *before);
+    add_iostat_ratios(delta);
+    if (as_json) {
+      std::printf("%s\n", delta.dump().c_str());  // one line per interval
+    } else {
+      stripefs::fs::print_iostat(delta, fmt::format("over the last {:g} s:", interval));
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+    before = std::move(now);
+  }
+  return 0;
+}
+
 // One step of a wait: a progress bar redrawn on a terminal, a line every few seconds
 // otherwise (none with --json).
 void show_progress(uint64_t done, uint64_t total, const std::string& line, bool tty, bool as_json,
@@ -419,6 +461,18 @@ int main(int argc, char** argv) {
   status->add_option("mountpoint", mountpoint, "the filesystem's mountpoint");
   auto* stats = app.add_subcommand("stats", "I/O statistics");
   stats->add_option("mountpoint", mountpoint, "the filesystem's mountpoint");
+  auto* iostat = app.add_subcommand(
+      "iostat",
+      "each member's request sizes, merges and alignment, and the volume's full-stripe and "
+      "read-modify-write counts");
+  double interval = 0;
+  unsigned count = 0;
+  iostat->add_option("-i,--interval", interval,
+                     "report every SEC seconds what the interval added (default: once, the "
+                     "counts since the mount)");
+  iostat->add_option("-c,--count", count,
+                     "with --interval: stop after N reports (default: until interrupted)");
+  iostat->add_option("mountpoint", mountpoint, "the filesystem's mountpoint");
   auto* fail = app.add_subcommand("fail", "take a member out of service (md's --fail)");
   auto* remove = app.add_subcommand("remove", "forget a spare or a failed member");
   for (auto* sub : {fail, remove}) {
@@ -491,6 +545,20 @@ int main(int argc, char** argv) {
     if (!max_text.empty()) request["max"] = max_text;
   }
   if (command == "log-level") request["level"] = level;
+  if (command == "iostat") {
+    if (iostat->count("--interval") > 0 && !(interval > 0 && interval <= 86400)) {
+      return refuse(
+          fmt::format("iostat: --interval {:g}: not a number of seconds above 0, up "
+                      "to a day",
+                      interval));
+    }
+    if (iostat->count("--count") > 0 && iostat->count("--interval") == 0) {
+      return refuse("iostat: --count goes with --interval");
+    }
+    if (iostat->count("--count") > 0 && count == 0) {
+      return refuse("iostat: --count 0: leave --count out to report until interrupted");
+    }
+  }
   if (command == "scrub") {
     if (repair && scrub_action != "start") return refuse("scrub: --repair goes with start");
     if (wait && scrub_action == "stop") return refuse("scrub: --wait goes with start or status");
@@ -507,6 +575,7 @@ int main(int argc, char** argv) {
     if (socket_path.empty()) return refuse(error);
   }
   if (command == "status" && wait) return wait_for_task(socket_path, as_json);
+  if (command == "iostat") return run_iostat(socket_path, interval, count, as_json);
   if (command == "scrub" && scrub_action == "status" && wait) {
     return wait_for_scrub(socket_path, as_json);
   }
