@@ -7,7 +7,8 @@
 namespace stripefs::fs {
 
 // `now` minus `before`, number by number (members matched by position; a member's role and
-// alignment unit, and anything not a number, taken from `now`). Counters since the mount become counters over the interval between them.
+// alignment unit, and anything not a number, taken from `now`). Counters since the mount
+// become counters over the interval between them.
 nlohmann::json iostat_delta(const nlohmann::json& now, const nlohmann::json& before);
 
 // Adds what the counters mean to their user: under "volume", full_stripe_fraction (of the
