@@ -252,6 +252,7 @@ void Filesystem::read(uint64_t ino, uint64_t offset, size_t size, ReadDone done)
       return done(fail(EIO, "{}", r.error().message));
     }
   }
+  for (const auto& c : plan.cached) stats_.read_copy_bytes += c.length;
   const uint64_t epoch = start_read_locked();
   lock.unlock();
   auto buffer = buffers_->get(end - begin);
@@ -366,6 +367,7 @@ Result<void> Filesystem::fill_from_volume(Inode& inode, uint64_t offset, std::sp
   (void)lock;  // held throughout: the edges of a write must not change under it
   ReadPlan plan = plan_read(inode, offset, offset + dest.size(), readable_run(inode));
   stats_.edge_fill_bytes += dest.size();
+  for (const auto& c : plan.cached) stats_.read_copy_bytes += c.length;
   if (auto r = run_plan(volume_, plan, offset, dest); !r) return r;
   if (!sb_.has_checksums() || plan.volume.empty()) return {};
   ReadCheck check = check_of(inode.ino, plan, offset);
@@ -437,8 +439,10 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
     if (auto r = fill_from_volume(n, begin, edge.span(), lock); !r)
       return fail(EIO, "{}", r.error().message);
     std::memcpy(buffer->data(), edge.data(), offset - begin);
+    stats_.edge_copy_bytes += offset - begin;
     if (end - begin == kBlockSize && stop < end) {
       std::memcpy(buffer->data() + (stop - begin), edge.data() + (stop - begin), end - stop);
+      stats_.edge_copy_bytes += end - stop;
     }
   }
   if (stop < end && (end - begin > kBlockSize || offset == begin)) {
@@ -447,6 +451,7 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
     }
     const size_t keep = end - stop;
     std::memcpy(buffer->data() + (end - begin) - keep, edge.data() + kBlockSize - keep, keep);
+    stats_.edge_copy_bytes += keep;
   }
   stats_.bytes_copied_in += size;
   place_write(n, begin, end - begin, std::move(buffer), 0, offset + size, lock);

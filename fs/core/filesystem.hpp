@@ -117,6 +117,11 @@ struct FsStats {
   uint64_t checksum_unrecoverable = 0;  // ... with no good copy left (the read got EIO)
   uint64_t bytes_copied_in = 0;         // copies of file data into the cache (the one copy)
   uint64_t bytes_shared = 0;            // copy_file_range blocks that took the source's buffer
+  uint64_t read_copy_bytes = 0;         // cached bytes copied into a buffer being read into (a read
+                                        // partly in the cache, or a write's partial block); a read
+                                        // within one cached range is answered from it, uncopied
+  uint64_t edge_copy_bytes = 0;         // bytes copied into a write's buffer to complete its first
+                                        // and last blocks
   uint64_t edge_fill_bytes = 0;         // extra reads to complete partially written blocks
   uint64_t writeback_bytes = 0;         // data handed to the Volume
   uint64_t writeback_done_bytes = 0;    // ... and written
@@ -408,7 +413,7 @@ class Filesystem {
   std::unique_ptr<BitmapAllocator> blocks_;
   std::unique_ptr<BitmapAllocator> inodes_;
   std::unique_ptr<OrphanList> orphans_;  // null: a filesystem made without one (minor 0)
-  std::atomic<bool> posix_acls_{false};   // enable_posix_acls
+  std::atomic<bool> posix_acls_{false};  // enable_posix_acls
 
   std::mutex commit_mutex_;  // lock 1 (see the top of this file)
   // Lock 2: guards what follows, up to the background threads. Owned: finish_read(), on a

@@ -277,6 +277,8 @@ nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) 
           {"filesystem",
            {{"bytes_copied_in", f.bytes_copied_in},
             {"bytes_shared", f.bytes_shared},
+            {"read_copy_bytes", f.read_copy_bytes},
+            {"edge_copy_bytes", f.edge_copy_bytes},
             {"edge_fill_bytes", f.edge_fill_bytes},
             {"writeback_bytes", f.writeback_bytes},
             {"writeback_done_bytes", f.writeback_done_bytes},

@@ -85,6 +85,33 @@ TEST(Filesystem, MetadataJournalCommitsAreWholeStripes) {
   }
 }
 
+// Every copy of file data is counted: a read partly in the cache copies the cached part, a
+// read within one cached range copies nothing, and a write's partial block is completed by
+// a copy of the rest of its bytes.
+TEST(Filesystem, CountsEveryCopyOfFileData) {
+  MemoryFs t;
+  const uint64_t f = t.create(kRootInode, "f");
+  const std::vector<std::byte> data = pattern(8192, 6);
+  ASSERT_TRUE(t.write(f, 0, data));
+  t.remount();  // nothing cached
+  const std::vector<std::byte> tail = pattern(4096, 7);
+  ASSERT_TRUE(t.write(f, 8192, tail));
+  const fs::FsStats before = t.fs->stats();
+  std::vector<std::byte> whole = data;
+  whole.insert(whole.end(), tail.begin(), tail.end());
+  EXPECT_TRUE(t.read(f, 0, whole.size()) == whole);  // 8 KiB from the volume, 4 from the cache
+  const fs::FsStats mixed = t.fs->stats();
+  EXPECT_EQ(mixed.read_copy_bytes - before.read_copy_bytes, 4096u);
+  EXPECT_TRUE(t.read(f, 8192, 4096) == tail);  // within one cached range: its own buffer
+  EXPECT_EQ(t.fs->stats().read_copy_bytes, mixed.read_copy_bytes);
+
+  // 100 bytes in the middle of the first block: the other 3,996 are copied around them.
+  ASSERT_TRUE(t.write(f, 50, pattern(100, 8)));
+  const fs::FsStats edged = t.fs->stats();
+  EXPECT_EQ(edged.edge_copy_bytes - mixed.edge_copy_bytes, 4096u - 100u);
+  EXPECT_EQ(edged.bytes_copied_in - mixed.bytes_copied_in, 100u);
+}
+
 // copy_file_range shares whole aligned blocks (the source's immutable buffers, uncopied)
 // and copies a partial tail; the copy keeps its contents when the source changes later,
 // and after a remount.
