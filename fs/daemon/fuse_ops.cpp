@@ -303,10 +303,6 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset,
   fuse_reply_write(req, *r);
 }
 
-void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
-  fuse_reply_err(req, 0);
-}
-
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fs_of(req).release(ino);
   fuse_reply_err(req, 0);
@@ -521,7 +517,11 @@ fuse_lowlevel_ops fuse_operations() {
   ops.create = op_create;
   ops.read = op_read;
   ops.write_buf = op_write_buf;
-  ops.flush = op_flush;
+  // No flush: close(2) has nothing to tell the daemon (writes are in its cache when they
+  // return; durability is fsync's, and POSIX locks are the kernel's). libfuse answers the
+  // first FLUSH with ENOSYS and the kernel sends no more, which spares every close of a
+  // written file a round trip: creating empty files went from 5,300-5,500 to 7,800-8,300
+  // files/s (file members on tmpfs, 20,000 files).
   ops.release = op_release;
   ops.fsync = op_fsync;
   ops.opendir = op_opendir;
