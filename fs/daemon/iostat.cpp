@@ -1,5 +1,6 @@
 #include "fs/daemon/iostat.hpp"
 
+#include "fs/daemon/status.hpp"
 #include "journal/stripe_journal.hpp"
 #include "raid/local_ring.hpp"
 #include "raid/member_devices.hpp"
@@ -39,22 +40,14 @@ json iostat_json(Array& array, const IoEngine* engine) {
                        {"fua_writes", shape.fua_writes},
                        {"flushes", shape.flushes}});
   }
-  const VolumeStats v = volume.stats();
+  json volume_counters = volume_stats_json(volume.stats());
   uint64_t logged = 0;
   if (auto* log = dynamic_cast<StripeJournal*>(array.stripe_log()))
     logged = log->stats().bytes_logged;
+  volume_counters["logged_bytes"] = logged;
   const IoEngineStats e = engine != nullptr ? engine->stats() : IoEngineStats{};
   return {{"members", members},
-          {"volume",
-           {{"full_stripe_writes", v.full_stripe_writes},
-            {"full_stripe_bytes", v.full_stripe_bytes},
-            {"partial_stripe_writes", v.partial_stripe_writes},
-            {"partial_stripe_bytes", v.partial_stripe_bytes},
-            {"rmw_writes", v.rmw_writes},
-            {"rcw_writes", v.rcw_writes},
-            {"prereads", v.prereads},
-            {"preread_bytes", v.preread_bytes},
-            {"logged_bytes", logged}}},
+          {"volume", volume_counters},
           {"io",
            {{"engine_requests", e.requests},
             {"engine_fixed_requests", e.fixed_requests},

@@ -12,9 +12,10 @@ namespace stripefs::fs {
 
 // members[]: role, path, backend, alignment_unit, read and write (requests, bytes, sizes
 // keyed "4K" .. ">1M", merged, merged_ios, aligned, straddling), fua_writes, flushes.
-// volume: full_stripe_writes, full_stripe_bytes, partial_stripe_writes,
-// partial_stripe_bytes, rmw_writes, rcw_writes, prereads, preread_bytes, logged_bytes (the
-// write-hole journal's). io: engine_requests, engine_fixed_requests, local_ring_requests.
+// volume: stats' volume group (full_stripe_writes, full_stripe_bytes,
+// partial_stripe_bytes, rmw_writes, rcw_writes, prereads, preread_bytes, ...) and
+// logged_bytes (the write-hole journal's). io: engine_requests, engine_fixed_requests,
+// local_ring_requests.
 nlohmann::json iostat_json(Array& array, const IoEngine* engine = nullptr);
 
 }  // namespace stripefs::fs

@@ -246,6 +246,22 @@ nlohmann::json status_json(Array& array, Filesystem& fs, const std::string& moun
         {"inodes_free", usage.files_free}}}};
 }
 
+nlohmann::json volume_stats_json(const VolumeStats& v) {
+  return {{"full_stripe_writes", v.full_stripe_writes},
+          {"full_stripe_bytes", v.full_stripe_bytes},
+          {"partial_stripe_writes", v.partial_stripe_writes},
+          {"partial_stripe_bytes", v.partial_stripe_bytes},
+          {"rmw_writes", v.rmw_writes},
+          {"rcw_writes", v.rcw_writes},
+          {"degraded_writes", v.degraded_writes},
+          {"prereads", v.prereads},
+          {"preread_bytes", v.preread_bytes},
+          {"degraded_reads", v.degraded_reads},
+          {"member_write_ios", v.member_write_ios},
+          {"member_read_ios", v.member_read_ios},
+          {"direct_reads", v.direct_reads}};
+}
+
 nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) {
   const IoEngineStats e = engine != nullptr ? engine->stats() : IoEngineStats{};
   const VolumeStats v = array.volume().stats();
@@ -260,20 +276,7 @@ nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) 
       pmem_persists += pmem->persist_calls();
     }
   }
-  return {{"volume",
-           {{"full_stripe_writes", v.full_stripe_writes},
-            {"full_stripe_bytes", v.full_stripe_bytes},
-            {"partial_stripe_writes", v.partial_stripe_writes},
-            {"partial_stripe_bytes", v.partial_stripe_bytes},
-            {"rmw_writes", v.rmw_writes},
-            {"rcw_writes", v.rcw_writes},
-            {"degraded_writes", v.degraded_writes},
-            {"prereads", v.prereads},
-            {"preread_bytes", v.preread_bytes},
-            {"degraded_reads", v.degraded_reads},
-            {"member_write_ios", v.member_write_ios},
-            {"member_read_ios", v.member_read_ios},
-            {"direct_reads", v.direct_reads}}},
+  return {{"volume", volume_stats_json(v)},
           {"filesystem",
            {{"bytes_copied_in", f.bytes_copied_in},
             {"bytes_shared", f.bytes_shared},

@@ -24,6 +24,8 @@ nlohmann::json scrub_json(Array& array);
 // I/O statistics: the volume's full/partial stripe counts, the buffer cache, the journal,
 // and how member requests reached the kernel (`engine`, the members' ring: may be null).
 nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine = nullptr);
+// stats' volume group: the Volume's counters by name (iostat shares it).
+nlohmann::json volume_stats_json(const VolumeStats& stats);
 // The control socket's path for a filesystem.
 std::string control_socket_path(const Uuid& fs_uuid);
 

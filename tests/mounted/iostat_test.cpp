@@ -2,7 +2,6 @@
 // member requests, small direct reads as 4 KiB ones, and the command line reports once or
 // per interval and refuses bad intervals in one line.
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,28 +11,16 @@
 #include <string>
 
 #include "mounted/array_check.hpp"
+#include "mounted/command.hpp"
 #include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {
 
-struct Ctl {
-  int status = -1;
-  std::string out;
-};
-
-Ctl stripefsctl(const std::string& args) {
-  std::string program = STRIPEFSCTL_PATH;
-  if (const char* env = std::getenv("STRIPEFSCTL_PATH")) program = env;
-  Ctl result;
-  FILE* pipe = popen((program + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
-  const int status = pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+// stripefsctl with `args`, its output and errors together.
+Command stripefsctl(const std::string& args) {
+  const char* program = std::getenv("STRIPEFSCTL_PATH");
+  return run(std::string(program != nullptr ? program : STRIPEFSCTL_PATH) + " " + args + " 2>&1");
 }
 
 // Sum over the members of what `get` reads from each, in `after` minus `before`.
@@ -117,16 +104,16 @@ TEST_F(Iostat, SmallDirectReadsShowAs4KRequests) {
 TEST_F(Iostat, ReportsOnceOrPerIntervalAndRefusesBadIntervals) {
   if (!fs_.can_remount()) GTEST_SKIP() << "needs the stripefs daemon";
   const std::string mnt = "'" + fs_.root().string() + "'";
-  const Ctl once = stripefsctl("iostat " + mnt);
-  ASSERT_EQ(once.status, 0) << once.out;
+  const Command once = stripefsctl("iostat " + mnt);
+  ASSERT_EQ(once.status, 0) << once.output;
   for (const char* text : {"since the mount:", "read request sizes:", "write request sizes:",
                            "volume:", "full-stripe writes", "member0.img"}) {
-    EXPECT_NE(once.out.find(text), std::string::npos) << text << " in:\n" << once.out;
+    EXPECT_NE(once.output.find(text), std::string::npos) << text << " in:\n" << once.output;
   }
 
-  const Ctl twice = stripefsctl("--json iostat --interval 0.2 --count 2 " + mnt);
-  ASSERT_EQ(twice.status, 0) << twice.out;
-  std::istringstream lines(twice.out);
+  const Command twice = stripefsctl("--json iostat --interval 0.2 --count 2 " + mnt);
+  ASSERT_EQ(twice.status, 0) << twice.output;
+  std::istringstream lines(twice.output);
   std::string line;
   int reports = 0;
   while (std::getline(lines, line)) {
@@ -143,10 +130,10 @@ TEST_F(Iostat, ReportsOnceOrPerIntervalAndRefusesBadIntervals) {
                                     std::pair{"iostat --interval -1 ", "--interval -1"},
                                     std::pair{"iostat --count 2 ", "--count goes with --interval"},
                                     std::pair{"iostat --interval 1 --count 0 ", "--count 0"}}) {
-    const Ctl refused = stripefsctl(args + mnt);
-    EXPECT_EQ(refused.status, 1) << args << refused.out;
-    EXPECT_NE(refused.out.find(named), std::string::npos) << refused.out;
-    EXPECT_EQ(refused.out.find('\n'), refused.out.size() - 1) << refused.out;
+    const Command refused = stripefsctl(args + mnt);
+    EXPECT_EQ(refused.status, 1) << args << refused.output;
+    EXPECT_NE(refused.output.find(named), std::string::npos) << refused.output;
+    EXPECT_EQ(refused.output.find('\n'), refused.output.size() - 1) << refused.output;
   }
 }
 
