@@ -50,6 +50,7 @@ void MirroredArea::read_from(size_t first, MemberRequest request) {
   mine.op = MemberOp::read;
   mine.offset = offset_ + request.offset;
   mine.iov = request.iov;
+  mine.merged = request.merged;
   const uint64_t expected = request.length();
   auto shared = std::make_shared<MemberRequest>(std::move(request));
   mine.done = [this, at, copy, expected, shared](int64_t result) mutable {
@@ -102,6 +103,7 @@ void MirroredArea::submit(MemberRequest request) {
     mine.offset = request.op == MemberOp::write ? offset_ + request.offset : 0;
     mine.iov = request.iov;
     mine.fua = request.fua;
+    mine.merged = request.merged;
     mine.done = [this, fan, c, expected, op = request.op,
                  at = offset_ + request.offset](int64_t result) {
       const bool ok =

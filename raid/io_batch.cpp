@@ -44,7 +44,7 @@ std::vector<MergedRequest> merge_ios(std::vector<PlannedIo> ios,
                          offset % boundary != 0 && run_length + length <= boundary &&
                          run->iov.size() < kMaxIovecs;
       if (!joins) {
-        out.push_back(MergedRequest{io.member, offset, {}, {}});
+        out.push_back(MergedRequest{io.member, offset, {}, {}, 0});
         run = &out.back();
         run_length = 0;
       }
@@ -55,6 +55,7 @@ std::vector<MergedRequest> merge_ios(std::vector<PlannedIo> ios,
         run->iov.push_back({data, length});
       }
       if (run->tags.empty() || run->tags.back() != io.tag) run->tags.push_back(io.tag);
+      ++run->planned;
       run_length += length;
       run_end = offset + length;
       offset += length;
@@ -100,7 +101,7 @@ void submit_ios(std::span<Member* const> members, MemberOp op, std::vector<Plann
     request.offset = merged.offset;
     request.fua = fua;
     request.iov = std::move(merged.iov);
-    request.merged = static_cast<uint32_t>(merged.tags.size());
+    request.merged = merged.planned;
     const uint64_t expected = request.length();
     Member* device = devices[merged.member];
     request.done = [batch, device, op, member = merged.member, tags = std::move(merged.tags),

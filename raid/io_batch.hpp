@@ -34,6 +34,7 @@ struct MergedRequest {
   uint64_t offset;
   std::vector<iovec> iov;
   std::vector<uint32_t> tags;
+  uint32_t planned = 0;  // the planned I/Os (or pieces of them) in it
 };
 
 // The member requests `ios` become. `limits[m]` are member m's limits. Pure; exposed for tests.

@@ -84,12 +84,17 @@ std::string_view member_backend_name(const Member& member) {
 
 namespace {
 
-// Whether `path` is persistent memory that libpmem2 maps directly: a character device (DAX
-// devices are the only ones it maps) or a file whose accesses are DAX.
+// Whether `path` is persistent memory that libpmem2 maps directly: a device DAX character
+// device (its sysfs subsystem is "dax") or a file whose accesses are DAX.
 bool is_persistent_memory(const std::string& path) {
   struct statx st {};
   if (statx(AT_FDCWD, path.c_str(), 0, STATX_TYPE, &st) != 0) return false;
-  if (S_ISCHR(st.stx_mode)) return true;
+  if (S_ISCHR(st.stx_mode)) {
+    std::error_code ec;
+    const auto subsystem = std::filesystem::read_symlink(
+        fmt::format("/sys/dev/char/{}:{}/subsystem", st.stx_rdev_major, st.stx_rdev_minor), ec);
+    return !ec && subsystem.filename() == "dax";
+  }
   return S_ISREG(st.stx_mode) && (st.stx_attributes_mask & STATX_ATTR_DAX) != 0 &&
          (st.stx_attributes & STATX_ATTR_DAX) != 0;
 }

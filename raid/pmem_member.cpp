@@ -148,7 +148,7 @@ int64_t PmemMember::execute(const MemberRequest& request) {
     at += v.iov_len;
   }
   if (request.op == MemberOp::write && length != 0) {
-    if (request.fua || persist_each_write_) {
+    if (request.fua || persist_each_write_.load(std::memory_order_relaxed)) {
       persist_(base_ + request.offset, length);
       persist_calls_.fetch_add(1, std::memory_order_relaxed);
     } else {

@@ -39,8 +39,8 @@ class PmemMember final : public Member {
 
   // With `on`, every write is made durable before its `done` runs, as a FUA write is: the
   // per-write flushing this member exists to avoid, kept for measuring what it costs
-  // (stripefs-bench pmem). Off by default; set it while no request is in flight.
-  void set_persist_each_write(bool on) { persist_each_write_ = on; }
+  // (stripefs-bench pmem). Off by default; a request in flight meanwhile gets either.
+  void set_persist_each_write(bool on) { persist_each_write_.store(on, std::memory_order_relaxed); }
 
   // Ranges handed to the library to make durable: one per FUA (or persisted) write, one per
   // dirty range at a flush (merged ranges count once).
@@ -78,7 +78,7 @@ class PmemMember final : public Member {
   std::map<uint64_t, uint64_t> dirty_;
   uint64_t dirty_bytes_ = 0;
   std::atomic<uint64_t> persist_calls_{0};
-  bool persist_each_write_ = false;
+  std::atomic<bool> persist_each_write_{false};
 };
 
 }  // namespace stripefs

@@ -1,7 +1,7 @@
 // What `stripefsctl iostat` shows: the shape of the requests each member was sent (sizes,
 // merges, alignment: raid/member_shape.hpp), and how the volume's writes reached the
 // stripes, as raw counters since the mount. The client takes differences over an interval
-// and divides (fs/programs/iostat_view).
+// and divides (iostat_view.hpp).
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -29,7 +29,14 @@ json iostat_delta(const json& now, const json& before) {
   }
   if (now.is_array() && before.is_array() && now.size() == before.size()) {
     json out = json::array();
-    for (size_t i = 0; i < now.size(); ++i) out.push_back(iostat_delta(now[i], before[i]));
+    for (size_t i = 0; i < now.size(); ++i) {
+      // A role whose device changed (a rebuild or replace finished) has only the new
+      // device's counts, since it came.
+      const bool swapped =
+          now[i].is_object() && before[i].is_object() &&
+          now[i].value("path", std::string()) != before[i].value("path", std::string());
+      out.push_back(swapped ? now[i] : iostat_delta(now[i], before[i]));
+    }
     return out;
   }
   return now;

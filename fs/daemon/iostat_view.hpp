@@ -6,8 +6,9 @@
 
 namespace stripefs::fs {
 
-// `now` minus `before`, number by number (members matched by position; a member's role and
-// alignment unit, and anything not a number, taken from `now`). Counters since the mount
+// `now` minus `before`, number by number (members matched by position, a member whose path
+// changed taken whole from `now`; a member's role and alignment unit, and anything not a
+// number, taken from `now`). Counters since the mount
 // become counters over the interval between them.
 nlohmann::json iostat_delta(const nlohmann::json& now, const nlohmann::json& before);
 

@@ -26,7 +26,7 @@ constexpr const char* kUsage =
     "  journal_device=PATH   the array's separate journal device (write-hole protection)\n"
     "  backend=auto|block|pmem  how devices are driven: pmem maps them with libpmem2 and\n"
     "                        persists only on flush/FUA; block uses io_uring with O_DIRECT;\n"
-    "                        auto (default) takes pmem for DAX devices and files, else block\n"
+    "                        auto (default) takes pmem for DAX devices and DAX files, else block\n"
     "  write_hole=closed|open  log partial-stripe writes first (closed, the default\n"
     "                        on an array with a write-hole journal) or not (open: faster\n"
     "                        small writes, the write hole open until a clean unmount)\n"

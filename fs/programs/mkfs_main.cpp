@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-checksums", no_checksums,
                "keep no data checksums (format 1: overwrites in place, no self-healing reads)");
   app.add_option("--backend", backend_text,
-                 "how devices are written: auto (default: pmem for DAX devices and files), "
+                 "how devices are written: auto (default: pmem for DAX devices and DAX files), "
                  "block (io_uring, O_DIRECT) or pmem (libpmem2, also for an ordinary file)");
   app.add_flag("-f,--force", force, "overwrite devices that hold another array or filesystem");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");

@@ -52,8 +52,7 @@ Result<std::vector<std::string>> make_files(const PmemBenchOptions& o) {
   return paths;
 }
 
-// The members mapped at `granularity` ("" for what the files give), with writes persisted
-// at once when `each`.
+// The members mapped at `granularity` ("" for what the files give).
 struct Mapped {
   std::vector<std::unique_ptr<PmemMember>> owned;
   std::vector<Member*> members;

@@ -33,7 +33,15 @@ uint64_t member_delta(const nlohmann::json& after, const nlohmann::json& before,
   return total;
 }
 
-class Iostat : public MountedTest {};
+// 64 KiB chunks: a member's chunks of consecutive stripes merge into one request, up to the
+// device's largest.
+class Iostat : public MountedTest {
+ protected:
+  void SetUp() override {
+    fs_.set_mkfs_arguments({"-c", "64K"});
+    MountedTest::SetUp();
+  }
+};
 
 TEST_F(Iostat, StreamingWritesShowAsFullStripesInLargeRequests) {
   if (!fs_.can_remount()) GTEST_SKIP() << "needs the stripefs daemon";
@@ -59,6 +67,11 @@ TEST_F(Iostat, StreamingWritesShowAsFullStripesInLargeRequests) {
   });
   const uint64_t written = member_delta(
       *after, *before, [](const nlohmann::json& m) { return m["write"]["bytes"].get<uint64_t>(); });
+  const uint64_t merged = member_delta(*after, *before, [](const nlohmann::json& m) {
+    return m["write"]["merged"].get<uint64_t>();
+  });
+  // A stripe's chunk and the next stripe's on one member go out as one request.
+  EXPECT_GE(merged * 4, writes) << merged << " of " << writes << " member writes merged";
   // 48 MiB of data and a third more of parity, mostly in requests of 64 KiB and up (the
   // journals' and the bitmap's small writes are the rest).
   EXPECT_GE(written, 64 * kMiB);

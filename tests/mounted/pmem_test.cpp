@@ -1,8 +1,9 @@
 // The pmem backend through the daemon: members made and mounted with --backend pmem and
 // -o backend=pmem are driven by libpmem2 (raid/pmem_member.hpp) over ordinary files, which it
-// maps through the page cache. What an fsync makes durable survives a crash of the daemon
-// and reads back the same through either backend; bad backends are refused by name with
-// nothing written.
+// maps through the page cache. An fsync reaches the members as persists; the file survives
+// a crash of the daemon (the page cache outlives it either way: power loss is the unit
+// tests' and the power-cut suite's business) and reads back the same through either
+// backend, so both see one format; bad backends are refused by name with nothing written.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -74,10 +74,11 @@ TEST(MemberShape, SubmitIosCountsMergedRequestsOnTheDeviceItWasSentTo) {
   FaultyMember outer(inner);  // a wrapper: passes requests on with submit()
   Member* members[] = {&outer};
   AlignedBuffer a(4096), b(4096), c(4096);
-  // Two contiguous I/Os merge into one 8 KiB request; the third stands apart.
+  // Two contiguous I/Os merge into one 8 KiB request; the third stands apart. One tag for
+  // all, as the Volume plans a full stripe's writes.
   std::vector<PlannedIo> ios = {{0, 1 << 20, a.data(), 4096, 0},
-                                {0, (1 << 20) + 4096, b.data(), 4096, 1},
-                                {0, 2 << 20, c.data(), 4096, 2}};
+                                {0, (1 << 20) + 4096, b.data(), 4096, 0},
+                                {0, 2 << 20, c.data(), 4096, 0}};
   auto failed = submit_ios_async(members, MemberOp::write, std::move(ios)).get();
   EXPECT_TRUE(failed.empty());
   const MemberShape s = outer.shape();

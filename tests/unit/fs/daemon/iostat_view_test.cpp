@@ -32,6 +32,14 @@ TEST(IostatView, DeltaSubtractsEveryCounterAndKeepsNames) {
   EXPECT_EQ(d["io"]["engine_requests"], 0u);
 }
 
+TEST(IostatView, ARoleWhoseDeviceChangedCountsTheNewDeviceWhole) {
+  json before = answer(100, 0, 0, 0), now = answer(30, 0, 0, 0);
+  now["members"][0]["path"] = "/dev/b";
+  const json d = iostat_delta(now, before);
+  EXPECT_EQ(d["members"][0]["read"]["requests"], 30u);
+  EXPECT_EQ(d["members"][0]["path"], "/dev/b");
+}
+
 TEST(IostatView, ACounterThatWentBackCountsZero) {
   const json d = iostat_delta(answer(5, 0, 0, 0), answer(100, 0, 0, 0));
   EXPECT_EQ(d["members"][0]["read"]["requests"], 0u);
