@@ -1,6 +1,9 @@
 // stripefs-bench: the project's benchmarks. Each prints "RESULT name value unit" lines.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include "bench/bitmap_bench.hpp"
 #include "bench/demo.hpp"
@@ -13,7 +16,19 @@
 
 namespace {
 
-// CLI11 validator for sizes such as 64K or 1G.
+// Reads each option text (64K, 1G, ...) into its target; false, after one line naming the
+// bad one, on the first that is not a size.
+bool parse_sizes(std::initializer_list<std::pair<const std::string*, uint64_t*>> sizes) {
+  for (auto [text, target] : sizes) {
+    auto parsed = stripefs::parse_size(*text);
+    if (!parsed) {
+      std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
+      return false;
+    }
+    *target = *parsed;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -132,16 +147,9 @@ int main(int argc, char** argv) {
   if (dir_cmd->parsed()) return stripefs::bench::run_dir_bench(dir);
   if (raid_cmd->parsed()) {
     uint64_t chunk_bytes = 0;
-    for (auto [text, target] :
-         {std::pair{&member_size, &raid.member_size}, std::pair{&request, &raid.request_size},
-          std::pair{&chunk, &chunk_bytes}}) {
-      auto parsed = stripefs::parse_size(*text);
-      if (!parsed) {
-        std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
-        return 2;
-      }
-      *target = *parsed;
-    }
+    if (!parse_sizes({std::pair{&member_size, &raid.member_size},
+                      std::pair{&request, &raid.request_size}, std::pair{&chunk, &chunk_bytes}}))
+      return 2;
     if (chunk_bytes > UINT32_MAX) {
       std::fprintf(stderr, "stripefs-bench: chunk size %s is too large\n", chunk.c_str());
       return 2;
@@ -154,16 +162,10 @@ int main(int argc, char** argv) {
     return stripefs::bench::run_raid_bench(raid);
   }
   if (bitmap_cmd->parsed()) {
-    for (auto [text, target] : {std::pair{&bitmap_size, &bitmap.member_size},
-                                std::pair{&bitmap_region, &bitmap.region_size},
-                                std::pair{&bitmap_set, &bitmap.working_set}}) {
-      auto parsed = stripefs::parse_size(*text);
-      if (!parsed) {
-        std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
-        return 2;
-      }
-      *target = *parsed;
-    }
+    if (!parse_sizes({std::pair{&bitmap_size, &bitmap.member_size},
+                      std::pair{&bitmap_region, &bitmap.region_size},
+                      std::pair{&bitmap_set, &bitmap.working_set}}))
+      return 2;
     if (bitmap.members < 3 || bitmap.depth == 0 || bitmap.repeat == 0 || bitmap.writes == 0 ||
         bitmap.member_size < (16u << 20) || bitmap.working_set < 4096 ||
         bitmap.region_size < 64 * 1024) {
@@ -177,17 +179,11 @@ int main(int argc, char** argv) {
   }
   if (rebuild_cmd->parsed()) {
     uint64_t chunk_bytes = 0;
-    for (auto [text, target] :
-         {std::pair{&rebuild_size, &rebuild.member_size}, std::pair{&rebuild_chunk, &chunk_bytes},
-          std::pair{&rebuild_limit, &rebuild.limit},
-          std::pair{&rebuild_device_rate, &rebuild.device_rate}}) {
-      auto parsed = stripefs::parse_size(*text);
-      if (!parsed) {
-        std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
-        return 2;
-      }
-      *target = *parsed;
-    }
+    if (!parse_sizes({std::pair{&rebuild_size, &rebuild.member_size},
+                      std::pair{&rebuild_chunk, &chunk_bytes},
+                      std::pair{&rebuild_limit, &rebuild.limit},
+                      std::pair{&rebuild_device_rate, &rebuild.device_rate}}))
+      return 2;
     if (chunk_bytes > (64u << 20) || rebuild.repeat == 0 || !(rebuild.seconds > 0) ||
         rebuild.limit == 0 || rebuild.member_size < (16u << 20)) {
       std::fprintf(stderr,
@@ -206,24 +202,13 @@ int main(int argc, char** argv) {
     return stripefs::bench::run_rebuild_bench(rebuild);
   }
   if (ring_cmd->parsed()) {
-    auto size = stripefs::parse_size(ring_size);
-    if (!size) {
-      std::fprintf(stderr, "stripefs-bench: %s\n", size.error().message.c_str());
-      return 2;
-    }
-    ring.size = *size;
+    if (!parse_sizes({{&ring_size, &ring.size}})) return 2;
     return stripefs::bench::run_ring_bench(ring);
   }
   if (pmem_cmd->parsed()) {
-    for (auto [text, target] : {std::pair{&pmem_size, &pmem.member_size},
-                                std::pair{&pmem_sequential, &pmem.sequential}}) {
-      auto parsed = stripefs::parse_size(*text);
-      if (!parsed) {
-        std::fprintf(stderr, "stripefs-bench: %s\n", parsed.error().message.c_str());
-        return 2;
-      }
-      *target = *parsed;
-    }
+    if (!parse_sizes({std::pair{&pmem_size, &pmem.member_size},
+                      std::pair{&pmem_sequential, &pmem.sequential}}))
+      return 2;
     if (pmem.members < 3 || pmem.members > 32 || pmem.member_size < (64u << 20) ||
         pmem.sequential < (1u << 20) || pmem.writes == 0 || pmem.repeat == 0) {
       std::fprintf(stderr,
@@ -234,12 +219,7 @@ int main(int argc, char** argv) {
     return stripefs::bench::run_pmem_bench(pmem);
   }
   if (demo_cmd->parsed()) {
-    auto size = stripefs::parse_size(demo_size);
-    if (!size) {
-      std::fprintf(stderr, "stripefs-bench: %s\n", size.error().message.c_str());
-      return 2;
-    }
-    demo.member_size = *size;
+    if (!parse_sizes({{&demo_size, &demo.member_size}})) return 2;
     return stripefs::bench::run_demo(demo);
   }
   return 0;
