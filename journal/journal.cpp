@@ -34,6 +34,31 @@ ConstBlock const_block(const AlignedBuffer& buffer) {
   return ConstBlock(buffer.data(), kJournalBlockSize);
 }
 
+// The highest sequence that a descriptor or commit block among the `blocks` journal blocks
+// from device byte `offset` carries (0: none). Replay looks at every block of the log, so
+// they are read a piece of up to kScanBytes at a time: one request per block made a mount
+// on four loop devices take 0.9 s, its two logs read in 10,000 requests through the ring.
+Result<uint64_t> highest_sequence(Member& device, uint64_t offset, uint64_t blocks) {
+  constexpr uint64_t kScanBytes = 1u << 20;
+  constexpr uint64_t kPieceBlocks = kScanBytes / kJournalBlockSize;
+  AlignedBuffer piece(std::min(blocks, kPieceBlocks) * kJournalBlockSize);
+  uint64_t highest = 0;
+  for (uint64_t done = 0; done < blocks;) {
+    const uint64_t n = std::min(kPieceBlocks, blocks - done);
+    const std::span<std::byte> read = piece.span().first(n * kJournalBlockSize);
+    if (auto r = member_read(device, offset + done * kJournalBlockSize, read); !r) {
+      return fail(r.error());
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      const ConstBlock raw(read.data() + i * kJournalBlockSize, kJournalBlockSize);
+      if (auto d = decode_journal_descriptor(raw, 0)) highest = std::max(highest, d->sequence);
+      if (auto c = decode_journal_commit(raw, 0)) highest = std::max(highest, c->sequence);
+    }
+    done += n;
+  }
+  return highest;
+}
+
 }  // namespace
 
 Result<void> Journal::format(Member& device, uint64_t offset, uint64_t blocks,
@@ -178,19 +203,13 @@ Result<void> Journal::scan_locked(const Apply& apply) {
 Result<uint64_t> Journal::replay(const Apply& apply) {
   std::lock_guard lock(mutex_);
   if (auto s = scan_locked(apply); !s) return fail(s.error());
-  AlignedBuffer raw(kJournalBlockSize);
   // Group commit writes a batch and then flushes once, so a crash may tear one transaction
   // of a batch while a later one survives. Replay stops at the torn one; if the next commit
   // reused its sequence, the survivor would follow it and look valid. New sequences start
   // above anything valid-looking anywhere in the log.
-  uint64_t highest = 0;
-  for (uint64_t p = 1; p <= capacity_; ++p) {
-    if (auto r = member_read(device_, byte_offset(p), raw.span()); !r) return fail(r.error());
-    if (auto d = decode_journal_descriptor(const_block(raw), 0))
-      highest = std::max(highest, d->sequence);
-    if (auto c = decode_journal_commit(const_block(raw), 0))
-      highest = std::max(highest, c->sequence);
-  }
+  auto scanned = highest_sequence(device_, byte_offset(1), capacity_);
+  if (!scanned) return fail(scanned.error());
+  const uint64_t highest = *scanned;
   if (highest >= next_sequence_) {
     if (live_.empty()) {
       // Nothing to keep: persist the jump now, before the first commit.

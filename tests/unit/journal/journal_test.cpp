@@ -209,6 +209,36 @@ TEST(Journal, WrapsAroundWithCheckpointsAndRefusesWhenFull) {
   EXPECT_EQ(*back, expected({&y, &z, &w}));
 }
 
+// Replay reads the whole log, a piece at a time, for the highest sequence anything in it
+// carries: a valid-looking transaction left behind a torn one (here: behind a format that
+// reset the log) must not be followed by a new one of a sequence at or below its own, even
+// when it sits in the log's last piece.
+TEST(Journal, NewSequencesStartAboveAnythingInTheWholeLog) {
+  constexpr uint64_t kBlocks = 701;  // 700 log blocks: more than two 1 MiB pieces
+  Fixture f(kBlocks);
+  std::vector<std::unique_ptr<Tx>> txs;
+  uint64_t last = 0;
+  for (unsigned i = 1; i <= 58; ++i) {  // 58 transactions of 12 blocks: to log block 696
+    txs.push_back(std::make_unique<Tx>(i, 10));
+    auto seq = f.journal->commit(txs.back()->blocks());
+    ASSERT_TRUE(seq) << "transaction " << i << ": " << seq.error().message;
+    ASSERT_TRUE(f.journal->checkpoint(*seq));
+    last = *seq;
+  }
+  f.journal.reset();
+  ASSERT_TRUE(Journal::format(f.media, 0, kBlocks, kArray));  // tail and sequence start over
+  auto journal = Journal::open(f.media, 0, kArray);
+  ASSERT_TRUE(journal) << journal.error().message;
+  ASSERT_TRUE((*journal)->replay([](uint64_t, std::span<const std::byte>) -> Result<void> {
+    ADD_FAILURE() << "a formatted journal replays nothing";
+    return {};
+  }));
+  Tx next(100, 1);
+  auto seq = (*journal)->commit(next.blocks());
+  ASSERT_TRUE(seq) << seq.error().message;
+  EXPECT_GT(*seq, last) << "transaction " << last << " is still in the log's last blocks";
+}
+
 // On a RAID5/6 volume the log is written in whole stripes: every group commit is padded to
 // end on an alignment boundary (of the device's bytes, wherever the area starts), the
 // next starts on one, and replay skips the padding, across wrap-arounds too.
