@@ -43,6 +43,20 @@ Result<void> Checker::read(uint64_t b, AlignedBuffer& out) {
   return {};
 }
 
+Result<void> Checker::read_run(uint64_t first, uint64_t count, std::span<std::byte> out) {
+  if (auto r = volume_.read(first * kBlockSize, out.first(count * kBlockSize)); !r) {
+    return fail(r.error().code, "volume blocks {} to {}: {}", first, first + count - 1,
+                r.error().message);
+  }
+  if (journal_images_.empty()) return {};
+  for (uint64_t b = first; b < first + count; ++b) {
+    if (auto it = journal_images_.find(b); it != journal_images_.end()) {
+      std::memcpy(out.data() + (b - first) * kBlockSize, it->second.data(), kBlockSize);
+    }
+  }
+  return {};
+}
+
 Result<void> Checker::read_verified(uint64_t b, AlignedBuffer& out, const std::string& what,
                                     const Verify& verify) {
   if (auto r = read(b, out); !r) return r;

@@ -49,6 +49,9 @@ class Checker {
   // Volume block `b` as the filesystem sees it: a journal image not yet home (read-only
   // check), else the volume's.
   Result<void> read(uint64_t b, AlignedBuffer& out);
+  // Blocks [first, first + count) the same way, in one volume read (the file data pass:
+  // a request per block made it ~100 MiB/s on loop devices). `out` holds count blocks.
+  Result<void> read_run(uint64_t first, uint64_t count, std::span<std::byte> out);
   // Reads a metadata block and checks it; one that fails is looked for in redundancy (and,
   // repairing, rewritten there). Fails when no copy passes, with `verify`'s error.
   Result<void> read_verified(uint64_t b, AlignedBuffer& out, const std::string& what,

@@ -268,6 +268,33 @@ TEST(FsCheck, AnOrphanIsFreed) {
   ASSERT_NO_FATAL_FAILURE(c.expect_repaired());
 }
 
+// The data pass reads extents a piece (1 MiB) at a time: a file of more than one piece
+// checks clean block by block, and one block wrong on a member past the first piece is
+// found alone, under its own file block, and repaired.
+TEST(FsCheck, FileDataPastTheFirstReadPieceIsCheckedBlockByBlock) {
+  Checked c;
+  c.t.mount();
+  constexpr uint64_t kBlocks = 600;  // two whole pieces and a part
+  const uint64_t ino = c.t.create(kRootInode, "long");
+  const std::vector<std::byte> data = pattern(kBlocks * kBlockSize, 7);
+  ASSERT_TRUE(c.t.write(ino, 0, data).has_value());
+  c.unmount();
+  const fs::CheckReport clean = c.check(false, true);
+  EXPECT_EQ(clean.exit_code(), 0) << all(clean);
+  EXPECT_GE(clean.data_blocks_checked, kBig / kBlockSize + kBlocks);
+  const DiskInode disk = c.inode(ino);
+  ASSERT_EQ(disk.inline_extents[0].length, kBlocks) << "one extent, as written";
+  c.corrupt_on_member(disk.inline_extents[0].physical + 517);
+  const fs::CheckReport found = c.check(false, true);
+  EXPECT_EQ(found.exit_code(), 4) << all(found);
+  EXPECT_EQ(found.findings.size(), 1u) << all(found);
+  EXPECT_NE(all(found).find("file block 517 "), std::string::npos) << all(found);
+  EXPECT_EQ(c.check(true, true).exit_code(), 1);
+  EXPECT_EQ(c.check(false, true).exit_code(), 0);
+  c.t.mount();
+  EXPECT_TRUE(c.t.read(ino, 0, data.size()) == data);
+}
+
 // A file no name reaches gets "#ino" in /lost+found, which the check makes (there is none),
 // as e2fsck reconnects one, and reads as before under it.
 TEST(FsCheck, AFileNoNameReachesIsNamedAfterItsInodeInLostAndFound) {
