@@ -74,6 +74,17 @@ void add_iostat_ratios(json& s) {
   }
 }
 
+namespace {
+
+// An alignment unit as the table shows it: 512, 4K, 1M (a loop device's is 512 bytes).
+std::string unit_text(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes / 1024) + "K";
+  return std::to_string(bytes);
+}
+
+}  // namespace
+
 void print_iostat(const json& s, const std::string& heading) {
   std::printf("%s\n", heading.c_str());
   std::printf("%-4s %-24s %6s  %9s %9s %7s %7s %7s  %9s %9s %7s %7s %7s  %6s %6s\n", "role",
@@ -90,10 +101,9 @@ void print_iostat(const json& s, const std::string& heading) {
     const json& r = m["read"];
     const json& w = m["write"];
     std::printf(
-        "%-4u %-24s %5lluK  %9llu %9.1f %7llu %7llu %7llu  %9llu %9.1f %7llu %7llu %7llu  %6llu "
+        "%-4u %-24s %6s  %9llu %9.1f %7llu %7llu %7llu  %9llu %9.1f %7llu %7llu %7llu  %6llu "
         "%6llu\n",
-        m.value("role", 0u), path.c_str(),
-        static_cast<unsigned long long>(number(m, "alignment_unit") / 1024),
+        m.value("role", 0u), path.c_str(), unit_text(number(m, "alignment_unit")).c_str(),
         static_cast<unsigned long long>(number(r, "requests")), mib(number(r, "bytes")),
         static_cast<unsigned long long>(number(r, "merged")),
         static_cast<unsigned long long>(number(r, "aligned")),

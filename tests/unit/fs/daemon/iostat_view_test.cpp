@@ -63,5 +63,24 @@ TEST(IostatView, NothingWrittenGivesZeroRatios) {
   EXPECT_EQ(s["io"]["fixed_fraction"].get<double>(), 0.0);
 }
 
+// The table names each member's alignment unit in its own size: a loop device's 512 bytes
+// is not "0K".
+TEST(IostatView, TheTableShowsEachAlignmentUnitInItsSize) {
+  json s = answer(5, 0, 0, 0);
+  json second = s["members"][0], third = s["members"][0];
+  s["members"][0]["alignment_unit"] = 512u;
+  second["alignment_unit"] = 65536u;
+  third["alignment_unit"] = 1u << 20;
+  s["members"].push_back(second);
+  s["members"].push_back(third);
+  testing::internal::CaptureStdout();
+  print_iostat(s, "since the mount:");
+  const std::string table = testing::internal::GetCapturedStdout();
+  EXPECT_NE(table.find("/dev/a                      512"), std::string::npos) << table;
+  EXPECT_NE(table.find("/dev/a                      64K"), std::string::npos) << table;
+  EXPECT_NE(table.find("/dev/a                       1M"), std::string::npos) << table;
+  EXPECT_EQ(table.find("0K"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace stripefs::fs
