@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "  writeback_delay=SEC   write back dirty data older than this (default 5)\n"
     "  commit_interval=SEC   commit metadata at least this often (default 5)\n"
     "  cache_size=SIZE       dirty file data held before writers wait (default 256M)\n"
-    "  io_threads=N          FUSE worker threads (default: twice the CPUs, 4 to 16)\n"
+    "  io_threads=N          FUSE worker threads (default: one per CPU, 2 to 16)\n"
     "  readahead=SIZE        the mount's kernel readahead (default 4M, as btrfs sets; 0 keeps\n"
     "                        the kernel's 128K)\n"
     "  fsname=NAME           the mount's source as mount(8) and df show it (default: the\n"
@@ -306,11 +306,15 @@ const char* mount_usage() {
   return kUsage;
 }
 
+unsigned io_threads_for(unsigned cpus) {
+  return std::clamp(cpus, 2u, 16u);
+}
+
 unsigned default_io_threads() {
   cpu_set_t cpus;
   unsigned count = std::thread::hardware_concurrency();
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) count = CPU_COUNT(&cpus);
-  return std::clamp(2 * std::max(1u, count), 4u, 16u);
+  return io_threads_for(count);
 }
 
 }  // namespace stripefs::fs

@@ -60,8 +60,12 @@ Result<MountOptions> parse_mount_options(fuse_args& args,
 // The --help text: every option above, one line each.
 const char* mount_usage();
 
-// FUSE worker threads by default: twice the CPUs this process may run on, 4 to 16. (On two
-// cores, 4 workers served 4 KiB random reads 5-7% faster than 8; more only take turns.)
-unsigned default_io_threads();
+// FUSE worker threads by default: one per CPU this process may run on, 2 to 16. Workers
+// beyond the CPUs only take turns on /dev/fuse: on two cores, 2 workers against 4 wrote a
+// 1 GiB file sequentially at 1,250-1,500 against 1,030-1,190 MiB/s (RAID5 on loop devices),
+// and held or bettered random reads at queue depth 16 (member I/O completes on its own, so
+// a worker never waits for it). 8 workers had already lost to 4 on random reads.
+unsigned io_threads_for(unsigned cpus);
+unsigned default_io_threads();  // io_threads_for(the CPUs in this process's affinity)
 
 }  // namespace stripefs::fs

@@ -2,6 +2,7 @@
 #include "fs/daemon/mount_options.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cmath>
 #include <initializer_list>
@@ -201,11 +202,16 @@ TEST(MountOptions, UsageNamesEveryOption) {
   }
 }
 
-TEST(MountOptions, DefaultThreadsAreTwiceTheCpusWithinBounds) {
-  const unsigned n = default_io_threads();
-  EXPECT_GE(n, 4u);
-  EXPECT_LE(n, 16u);
-  EXPECT_EQ(n % 2, 0u);
+TEST(MountOptions, DefaultThreadsAreOnePerCpuWithinBounds) {
+  EXPECT_EQ(io_threads_for(0), 2u);
+  EXPECT_EQ(io_threads_for(1), 2u);
+  EXPECT_EQ(io_threads_for(2), 2u);
+  EXPECT_EQ(io_threads_for(6), 6u);
+  EXPECT_EQ(io_threads_for(16), 16u);
+  EXPECT_EQ(io_threads_for(64), 16u);
+  cpu_set_t cpus;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+  EXPECT_EQ(default_io_threads(), io_threads_for(static_cast<unsigned>(CPU_COUNT(&cpus))));
 }
 
 }  // namespace
