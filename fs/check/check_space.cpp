@@ -256,9 +256,12 @@ Result<void> Checker::check_checksums() {
   const std::string data_pass = "Pass 5: file data against its checksums";
   progress(data_pass, 0, data.size());
   // Extents are read a piece of up to kDataPiece blocks at a time, then checked block by
-  // block.
+  // block. A piece that cannot be read whole is read again a block at a time, only where a
+  // block is checked, so a read error stops the check where it did when every block was
+  // read alone, naming that block.
   constexpr uint64_t kDataPiece = 256;  // 1 MiB
-  AlignedBuffer piece(kDataPiece * kBlockSize);
+  AlignedBuffer piece(kDataPiece * kBlockSize), one = fresh_block();
+  bool piece_read = false;
   for (const auto& [ino, extents] : extents_) {
     if ((inodes_[ino].mode & S_IFMT) != S_IFREG) continue;
     for (const Extent& e : extents) {
@@ -268,14 +271,18 @@ Result<void> Checker::check_checksums() {
         const uint64_t in_piece = i % kDataPiece;
         if (in_piece == 0) {
           const uint64_t count = std::min(kDataPiece, e.length - i);
-          if (auto r = read_run(b, count, piece.span()); !r) return r;
+          piece_read = read_run(b, count, piece.span()).has_value();
         }
         const uint64_t index = b - sb_.data_start;
         if (!table_ok[index / kChecksumsPerBlock]) continue;  // reported, nothing to check by
         const auto expected = ondisk::get_le<uint32_t>(
             std::span<const std::byte>(table[index / kChecksumsPerBlock].data(), kBlockSize),
             kHeaderSize + (index % kChecksumsPerBlock) * 4);
-        const std::span<std::byte> bytes = piece.span().subspan(in_piece * kBlockSize, kBlockSize);
+        std::span<std::byte> bytes = piece.span().subspan(in_piece * kBlockSize, kBlockSize);
+        if (!piece_read) {
+          if (auto r = read(b, one); !r) return r;
+          bytes = one.span().first(kBlockSize);
+        }
         if (++report_.data_blocks_checked % 65536 == 0) {
           progress(data_pass, report_.data_blocks_checked, data.size());
         }

@@ -61,10 +61,12 @@ Result<MountOptions> parse_mount_options(fuse_args& args,
 const char* mount_usage();
 
 // FUSE worker threads by default: one per CPU this process may run on, 2 to 16. Workers
-// beyond the CPUs only take turns on /dev/fuse: on two cores, 2 workers against 4 wrote a
-// 1 GiB file sequentially at 1,250-1,500 against 1,030-1,190 MiB/s (RAID5 on loop devices),
-// and held or bettered random reads at queue depth 16 (member I/O completes on its own, so
-// a worker never waits for it). 8 workers had already lost to 4 on random reads.
+// beyond the CPUs only take turns on /dev/fuse: on two cores, RAID5 on four loop devices,
+// 2 workers against 4 wrote a 1 GiB file sequentially at 1,307-1,387 against 1,090-1,186
+// MiB/s, and held random reads at queue depth 16 (ring completions are reaped by the
+// engine's thread, or by a worker that reads alone from its own ring: local_ring.hpp).
+// 8 workers had already lost to 4 on random reads. Two workers still let one request be
+// served while another waits (a writer held for writeback, an fsync).
 unsigned io_threads_for(unsigned cpus);
 unsigned default_io_threads();  // io_threads_for(the CPUs in this process's affinity)
 
