@@ -63,8 +63,9 @@ const char* mount_usage();
 // FUSE worker threads by default: one per CPU this process may run on, 2 to 16. Workers
 // beyond the CPUs only take turns on /dev/fuse: on two cores, RAID5 on four loop devices,
 // 2 workers against 4 wrote a 1 GiB file sequentially at 1,307-1,387 against 1,090-1,186
-// MiB/s, and held random reads at queue depth 16 (ring completions are reaped by the
-// engine's thread, or by a worker that reads alone from its own ring: local_ring.hpp).
+// MiB/s, and held random reads at queue depth 16 (with several reads in flight a worker
+// hands its member I/O to the engine; it waits on its own ring only while it reads alone:
+// local_ring.hpp).
 // 8 workers had already lost to 4 on random reads. Two workers still let one request be
 // served while another waits (a writer held for writeback, an fsync).
 unsigned io_threads_for(unsigned cpus);
