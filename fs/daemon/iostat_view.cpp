@@ -44,6 +44,13 @@ json iostat_delta(const json& now, const json& before) {
 
 namespace {
 
+// object[key], or an empty object when it has none (a const json's operator[] must not be
+// asked for a key it lacks).
+const json& field(const json& object, const char* key) {
+  static const json empty = json::object();
+  return object.is_object() && object.contains(key) ? object[key] : empty;
+}
+
 uint64_t number(const json& object, const char* key) {
   return object.contains(key) && object[key].is_number() ? object[key].get<uint64_t>() : 0;
 }
@@ -98,8 +105,8 @@ void print_iostat(const json& s, const std::string& heading) {
       std::printf("%-4u %-24s (no device)\n", m.value("role", 0u), path.c_str());
       continue;
     }
-    const json& r = m["read"];
-    const json& w = m["write"];
+    const json& r = field(m, "read");
+    const json& w = field(m, "write");
     std::printf(
         "%-4u %-24s %6s  %9llu %9.1f %7llu %7llu %7llu  %9llu %9.1f %7llu %7llu %7llu  %6llu "
         "%6llu\n",
@@ -120,7 +127,7 @@ void print_iostat(const json& s, const std::string& heading) {
     bool header_done = false;
     for (const json& m : members) {
       if (!m.contains(direction)) continue;
-      const json& sizes = m[direction]["sizes"];
+      const json& sizes = field(field(m, direction), "sizes");
       // In size order: the object's own order is by name.
       if (!header_done) {
         for (unsigned b = 0; b < kSizeBuckets; ++b) std::printf(" %8s", size_bucket_name(b));
