@@ -51,6 +51,13 @@ const json& field(const json& object, const char* key) {
   return object.is_object() && object.contains(key) ? object[key] : empty;
 }
 
+// An alignment unit as the table shows it: 512, 4K, 1M (a loop device's is 512 bytes).
+std::string unit_text(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes / 1024) + "K";
+  return std::to_string(bytes);
+}
+
 uint64_t number(const json& object, const char* key) {
   return object.contains(key) && object[key].is_number() ? object[key].get<uint64_t>() : 0;
 }
@@ -80,17 +87,6 @@ void add_iostat_ratios(json& s) {
         ratio(number(io, "engine_fixed_requests"), number(io, "engine_requests"));
   }
 }
-
-namespace {
-
-// An alignment unit as the table shows it: 512, 4K, 1M (a loop device's is 512 bytes).
-std::string unit_text(uint64_t bytes) {
-  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "M";
-  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes / 1024) + "K";
-  return std::to_string(bytes);
-}
-
-}  // namespace
 
 void print_iostat(const json& s, const std::string& heading) {
   std::printf("%s\n", heading.c_str());
