@@ -124,6 +124,7 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker, uint64_t from) {
     so_far = scrub_.counts;
   }
   record_scrub(from, repair, so_far, false);  // a crash from here on resumes it
+  Volume::ScrubBuffers buffers;               // the rounds' reads, allocated once
   if (checker != nullptr) status = checker->begin(scrub_stopping_);
   for (uint64_t stripe = from; stripe < stripes && status;) {
     stopped = scrub_stopping_.load();
@@ -146,7 +147,8 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker, uint64_t from) {
                       stripe * g.stripe_data_size(), made.error().message);
       }
     }
-    if (status) status = volume_->scrub_stripes(stripe, count, repair, found, batch.get());
+    if (status)
+      status = volume_->scrub_stripes(stripe, count, repair, found, batch.get(), &buffers);
     batch.reset();  // the filesystem may reuse the blocks again
     {
       std::lock_guard lock(scrub_mutex_);

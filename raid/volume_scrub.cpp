@@ -182,7 +182,7 @@ uint64_t Volume::scrub_batch() const {
 }
 
 Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
-                                   const ScrubBatch* check) {
+                                   const ScrubBatch* check, ScrubBuffers* kept) {
   if (missing_members() > 0) {
     return fail(EAGAIN, "a scrub needs every member; {} missing", missing_members());
   }
@@ -197,21 +197,27 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   if (geometry_.level() == RaidLevel::raid0) return {};  // nothing to check against
   // A batch of stripes at a time, under their locks: one read per member for the range they
   // occupy on it (every member at once; cut at the device's max_io, as every Volume request
-  // is), then each stripe judged from the buffers. The next
-  // batch is read while this one is judged.
+  // is), then each stripe judged from the buffers. The next kScrubDepth - 1 batches are
+  // read while this one is judged.
   const uint64_t batch = scrub_batch();
   struct Batch {
     uint64_t from = 0, to = 0, begin = 0;
-    std::vector<AlignedBuffer> buffers;
+    AlignedBuffer* buffers = nullptr;         // one per member
     std::future<std::vector<FailedIo>> read;  // cut to each member's limits
     Result<void> status;
   };
-  Batch batches[2];
-  for (Batch& b : batches) {
-    for (unsigned m = 0; m < width; ++m) b.buffers.emplace_back((batch + 2) * chunk);
+  ScrubBuffers own;
+  ScrubBuffers& buffers = kept != nullptr ? *kept : own;
+  // A batch's range on a member may start and end inside a chunk.
+  const uint64_t buffer_bytes = (batch + 2) * chunk;
+  if (buffers.reads.size() != kScrubDepth * width || buffers.reads.front().size() != buffer_bytes) {
+    buffers.reads.clear();
+    for (unsigned i = 0; i < kScrubDepth * width; ++i) buffers.reads.emplace_back(buffer_bytes);
   }
-  AlignedBuffer scratch(2 * chunk);
-  StripeJudge judge(*level_, geometry_, check, row, scratch.span());
+  if (buffers.scratch.size() != 2 * chunk) buffers.scratch = AlignedBuffer(2 * chunk);
+  Batch batches[kScrubDepth];
+  for (unsigned i = 0; i < kScrubDepth; ++i) batches[i].buffers = &buffers.reads[i * width];
+  StripeJudge judge(*level_, geometry_, check, row, buffers.scratch.span());
   const uint64_t last = std::min(first + count, geometry_.stripes());
   // What a stripe's judging found, counted and logged.
   const auto count_findings = [&](uint64_t stripe, const std::vector<ChunkLocation>& where,
@@ -334,19 +340,24 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     for (uint64_t stripe = b.from; stripe < b.to; ++stripe) locks_.release(stripe);
     return status;
   };
-  if (first >= last) return {};
-  start(batches[0], first);
-  for (unsigned i = 0;; ++i) {
-    Batch& current = batches[i % 2];
-    Batch& next = batches[(i + 1) % 2];
-    const bool more = current.to < last;
-    if (more) start(next, current.to);
-    Result<void> status = finish(current, true);
+  // Batches i to `started` - 1 are in flight, in order; batch i is finished first.
+  uint64_t reached = first;  // where the next batch to start begins
+  uint64_t started = 0;
+  const auto start_more = [&](uint64_t finished) {
+    while (started < finished + kScrubDepth && reached < last) {
+      Batch& b = batches[started++ % kScrubDepth];
+      start(b, reached);
+      reached = b.to;
+    }
+  };
+  start_more(0);
+  for (uint64_t i = 0; i < started; ++i) {
+    Result<void> status = finish(batches[i % kScrubDepth], true);
     if (!status) {
-      if (more) (void)finish(next, false);
+      for (uint64_t j = i + 1; j < started; ++j) (void)finish(batches[j % kScrubDepth], false);
       return fail(status.error().code, "scrub: {}", status.error().message);
     }
-    if (!more) break;
+    start_more(i + 1);
   }
   return {};
 }

@@ -198,6 +198,36 @@ TEST_P(VolumeScrub, WithChecksEveryCorruptedChunkIsNamedAndRepaired) {
   s.expect_data();
 }
 
+// The background scrub's way: a call per round with the same buffers. Each round judges its
+// own stripes, not what an earlier round left in the buffers, and the buffers are allocated
+// once.
+TEST_P(VolumeScrub, RoundsWithKeptBuffersFindWhatOneCallFinds) {
+  Scrubbed s(GetParam());
+  const KnownData check(s.data);
+  const uint64_t stripes = s.volume->geometry().stripes();
+  const uint64_t bad_stripe = stripes / 2 + 1;  // in a later round than the first
+  const ChunkLocation bad = s.corrupt(bad_stripe, 0);
+  Volume::ScrubBuffers buffers;
+  Volume::ScrubCounts total;
+  std::vector<const std::byte*> first_buffers;
+  for (uint64_t stripe = 0; stripe < stripes; stripe += 3) {
+    Volume::ScrubCounts round;
+    auto r = s.volume->scrub_stripes(stripe, 3, false, round, &check, &buffers);
+    ASSERT_TRUE(r) << r.error().message;
+    const bool holds_bad = stripe <= bad_stripe && bad_stripe < stripe + 3;
+    EXPECT_EQ(round.mismatched, holds_bad ? 1u : 0u) << "round from stripe " << stripe;
+    total.add(round);
+    std::vector<const std::byte*> now;
+    for (const AlignedBuffer& b : buffers.reads) now.push_back(b.data());
+    if (first_buffers.empty()) first_buffers = now;
+    EXPECT_EQ(now, first_buffers) << "allocated again";
+  }
+  EXPECT_EQ(total.stripes, stripes);
+  EXPECT_EQ(total.mismatched, 1u);
+  EXPECT_EQ(total.unrepairable, 0u);
+  EXPECT_EQ(total.bad_chunks[bad.member], 1u);
+}
+
 // A row whose bad chunk could be a block without a check or the parity is not guessed, checks
 // or no checks: RAID5's data chunk 0 unknown, the others known good.
 TEST(VolumeScrubRaid5, ABlockWithoutACheckIsNotTakenForGood) {
