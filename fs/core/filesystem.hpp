@@ -38,6 +38,8 @@
 // flight to the members is therefore never modified, and the Volume computes parity straight
 // from it.
 #pragma once
+
+#include <absl/container/inlined_vector.h>
 #include <sys/stat.h>
 
 #include <array>
@@ -155,8 +157,10 @@ struct ReadCheck {
     size_t at;        // in the buffer
     uint64_t length;  // whole blocks
   };
-  std::vector<Run> runs;
-  std::vector<uint32_t> expected;  // per block, in the runs' order
+  // Inline for a read of up to 128 KiB in up to two runs: a 4 KiB read's check costs no
+  // allocation of its own.
+  absl::InlinedVector<Run, 2> runs;
+  absl::InlinedVector<uint32_t, 32> expected;  // per block, in the runs' order
 };
 
 class Filesystem {
