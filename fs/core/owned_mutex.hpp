@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -15,6 +16,24 @@ namespace stripefs::fs {
 class OwnedMutex {
  public:
   void lock() {
+    // A short spin before sleeping. The filesystem's lock is held a few microseconds at a
+    // time (a read's planning and checksum lookup), and with a worker per CPU the holder
+    // is usually running: sleeping on it costs a futex wait and a wake-up each time.
+    // Measured, random 4 KiB reads at depth 16 of a file rewritten at random, checksums on
+    // (tmpfs members, 2 CPUs): a 20 us spin gave +10 % and +10 % IOPS in two pairs (1,000
+    // pauses, about as long: +11 %, +14 %), 5 us +9 % and +5 %; file creation and sequential
+    // writes did not move. On one CPU the holder cannot run while we spin: no spin there.
+    static const bool spin = std::thread::hardware_concurrency() > 1;
+    const auto until = std::chrono::steady_clock::now() + (spin ? kSpin : kSpin * 0);
+    do {
+      for (int i = 0; i < 8; ++i) {
+        if (mutex_.try_lock()) {
+          owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+          return;
+        }
+        spin_pause();
+      }
+    } while (std::chrono::steady_clock::now() < until);
     mutex_.lock();
     owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   }
@@ -32,6 +51,12 @@ class OwnedMutex {
   }
 
  private:
+  static constexpr std::chrono::nanoseconds kSpin{20'000};
+  static void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
   std::mutex mutex_;
   std::atomic<std::thread::id> owner_{};
 };
