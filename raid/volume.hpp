@@ -222,9 +222,12 @@ class Volume {
   struct ScrubBuffers {
     std::vector<AlignedBuffer> reads;  // kScrubDepth batches of one per member
     AlignedBuffer scratch;
+    uint64_t allocations = 0;  // times `reads` was allocated (once, for one volume)
   };
   Result<void> scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
                              const ScrubBatch* check = nullptr, ScrubBuffers* buffers = nullptr);
+  // Stripes scrub_stripes reads and judges at a time (a batch).
+  uint64_t scrub_batch() const;
 
   // Checksum recovery (volume_recover.cpp): bytes [offset, offset + data.size()) of the
   // volume, within one chunk, read without error but failed the caller's check (`good`, a
@@ -311,7 +314,6 @@ class Volume {
   // Batches in flight. 3 and 4 measured no different from 2 (median ratios 0.58-0.78 each,
   // within the machine's noise; 2026-12-06), so the fewest buffers.
   static constexpr unsigned kScrubDepth = 2;
-  uint64_t scrub_batch() const;
 
   Geometry geometry_;
   std::unique_ptr<Level> level_;

@@ -213,6 +213,7 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   if (buffers.reads.size() != kScrubDepth * width || buffers.reads.front().size() != buffer_bytes) {
     buffers.reads.clear();
     for (unsigned i = 0; i < kScrubDepth * width; ++i) buffers.reads.emplace_back(buffer_bytes);
+    ++buffers.allocations;
   }
   if (buffers.scratch.size() != 2 * chunk) buffers.scratch = AlignedBuffer(2 * chunk);
   Batch batches[kScrubDepth];
@@ -276,32 +277,50 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     b.read = submit_ios_async(members_.all(), MemberOp::read, std::move(reads));
     VolumeCounters::add(stats_.member_read_ios, width);
   };
-  // A member's read of the batch failed: each of its chunks is read again alone, and one
-  // that still fails is healed as a read is (rebuilt from the rest of its stripe, written
-  // back, read back, counted; md's check does so too). Unhealable: the scrub's error.
-  const auto heal_unreadable = [&](Batch& b, const FailedIo& f) -> Result<void> {
-    const unsigned m = f.member;
-    const auto why = [&](uint64_t offset) {
-      return fmt::format("read failed at member byte {}: {}", offset, std::strerror(f.error));
+  // Reads of the batch failed: every chunk of a member that failed is read again alone, and
+  // a stripe's chunks that still fail are healed as a read's are (rebuilt together from the
+  // rest of the stripe, written back, read back, counted; md's check does so too). All of a
+  // stripe's chunks are read again before any is rebuilt: a chunk is never rebuilt from
+  // another's buffer that its read left unfilled (or holding an earlier batch's bytes).
+  // Unhealable: the scrub's error.
+  const auto heal_unreadable = [&](Batch& b, const std::vector<FailedIo>& failed) -> Result<void> {
+    std::vector<int> error(width, 0);  // per member: errno of its failed read, 0 if none
+    for (const FailedIo& f : failed) {
+      if (error[f.member] == 0) error[f.member] = f.error;
+    }
+    const auto why = [&](unsigned m, uint64_t offset) {
+      return fmt::format("read failed at member byte {}: {}", offset, std::strerror(error[m]));
     };
+    const size_t redundancy = geometry_.has_parity() ? geometry_.parity_chunks() : 0;
     for (uint64_t stripe = b.from; stripe < b.to; ++stripe) {
       const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
       std::vector<std::byte*> slots;
       for (const ChunkLocation& at : where) {
         slots.push_back(b.buffers[at.member].data() + (at.member_offset - b.begin));
       }
+      std::vector<unsigned> unreadable;
       for (size_t i = 0; i < where.size(); ++i) {
-        if (where[i].member != m) continue;
+        const unsigned m = where[i].member;
+        if (error[m] == 0) continue;
         const uint64_t offset = data_offset_ + where[i].member_offset;
         if (member_read(*members_[m], offset, {slots[i], chunk})) continue;
-        if (!healable(m)) {
-          return fail(f.error, "{}: {}", members_[m]->name(), why(offset));
-        }
-        std::vector<unsigned> missing{static_cast<unsigned>(i)};
-        if (auto r = level_->rebuild(slots, missing, chunk); !r) return fail(r.error());
-        AlignedBuffer back(chunk);
-        if (!rewrite_unreadable(m, offset, {slots[i], chunk}, back.span(), why(offset))) {
-          return fail(f.error, "{}: {}; it is out of service", members_[m]->name(), why(offset));
+        if (!healable(m)) return fail(error[m], "{}: {}", members_[m]->name(), why(m, offset));
+        unreadable.push_back(static_cast<unsigned>(i));
+      }
+      if (unreadable.empty()) continue;
+      if (unreadable.size() > (redundancy != 0 ? redundancy : where.size() - 1)) {
+        const unsigned m = where[unreadable.front()].member;
+        return fail(error[m], "stripe {}: {} of its chunks cannot be read, too many to rebuild",
+                    stripe, unreadable.size());
+      }
+      if (auto r = level_->rebuild(slots, unreadable, chunk); !r) return fail(r.error());
+      AlignedBuffer back(chunk);
+      for (const unsigned i : unreadable) {
+        const unsigned m = where[i].member;
+        const uint64_t offset = data_offset_ + where[i].member_offset;
+        if (!rewrite_unreadable(m, offset, {slots[i], chunk}, back.span(), why(m, offset))) {
+          return fail(error[m], "{}: {}; it is out of service", members_[m]->name(),
+                      why(m, offset));
         }
       }
     }
@@ -312,9 +331,7 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     Result<void> status = b.status;
     if (b.read.valid()) {
       const std::vector<FailedIo> failed = b.read.get();
-      for (const FailedIo& f : failed) {
-        if (status && judge_it) status = heal_unreadable(b, f);
-      }
+      if (!failed.empty() && status && judge_it) status = heal_unreadable(b, failed);
     }
     for (uint64_t stripe = b.from; stripe < b.to && status && judge_it; ++stripe) {
       const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);

@@ -118,6 +118,30 @@ TEST_P(VolumeScrub, AnUnreadableSectorIsHealedAndTheScrubGoesOn) {
   s.expect_data();
 }
 
+// Two members' reads fail in the same stripe where the level can rebuild two chunks (RAID6,
+// three copies): both are read again before either is rebuilt, and rebuilt together, so
+// neither is made from the other's unfilled buffer.
+TEST(VolumeScrubTwoUnreadable, BothChunksOfAStripeAreRebuiltFromTheReadableOnes) {
+  for (const ScrubCase c :
+       {ScrubCase{RaidLevel::raid6, 5, true}, ScrubCase{RaidLevel::raid1, 3, true}}) {
+    SCOPED_TRACE(std::string(to_string(c.level)));
+    Scrubbed s(c);
+    const AlignedBuffer before = s.members_now();
+    for (size_t slot = 0; slot < 2; ++slot) {
+      const ChunkLocation at = s.level->redundancy_set(2)[slot];
+      const uint64_t byte = kDataOffset + at.member_offset + 4096;
+      s.array.faulty[at.member]->bad_sectors({byte, byte + 4096});
+    }
+    const Volume::ScrubCounts counts = s.scrub(false);
+    EXPECT_EQ(counts.stripes, s.volume->geometry().stripes());
+    EXPECT_EQ(counts.mismatched, 0u) << "healed chunks were checked with the others";
+    const AlignedBuffer after = s.members_now();
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0)
+        << "a healed chunk was written with other contents";
+    s.expect_data();
+  }
+}
+
 TEST_P(VolumeScrub, AConsistentArrayIsFoundSo) {
   Scrubbed s(GetParam());
   const Volume::ScrubCounts counts = s.scrub(true);
@@ -198,34 +222,38 @@ TEST_P(VolumeScrub, WithChecksEveryCorruptedChunkIsNamedAndRepaired) {
   s.expect_data();
 }
 
-// The background scrub's way: a call per round with the same buffers. Each round judges its
-// own stripes, not what an earlier round left in the buffers, and the buffers are allocated
-// once.
+// The background scrub's way: a call per round with the same buffers, a round longer than a
+// batch (so both batches of the pipeline are used). Each round judges its own stripes, not
+// what an earlier round left in the buffers, a read that fails in a later round is healed
+// from what that round read, and the buffers are allocated once.
 TEST_P(VolumeScrub, RoundsWithKeptBuffersFindWhatOneCallFinds) {
   Scrubbed s(GetParam());
   const KnownData check(s.data);
   const uint64_t stripes = s.volume->geometry().stripes();
-  const uint64_t bad_stripe = stripes / 2 + 1;  // in a later round than the first
+  const uint64_t round = s.volume->scrub_batch() + 3;
+  ASSERT_GT(stripes, round + 2) << "the test needs a second round";
+  const uint64_t bad_stripe = round - 2;  // in the first round's second batch
   const ChunkLocation bad = s.corrupt(bad_stripe, 0);
+  const ChunkLocation unreadable = s.level->redundancy_set(round + 1)[0];  // second round
+  const uint64_t byte = kDataOffset + unreadable.member_offset + 4096;
+  s.array.faulty[unreadable.member]->bad_sectors({byte, byte + 4096});
   Volume::ScrubBuffers buffers;
   Volume::ScrubCounts total;
-  std::vector<const std::byte*> first_buffers;
-  for (uint64_t stripe = 0; stripe < stripes; stripe += 3) {
-    Volume::ScrubCounts round;
-    auto r = s.volume->scrub_stripes(stripe, 3, false, round, &check, &buffers);
+  for (uint64_t stripe = 0; stripe < stripes; stripe += round) {
+    Volume::ScrubCounts counts;
+    auto r = s.volume->scrub_stripes(stripe, round, false, counts, &check, &buffers);
     ASSERT_TRUE(r) << r.error().message;
-    const bool holds_bad = stripe <= bad_stripe && bad_stripe < stripe + 3;
-    EXPECT_EQ(round.mismatched, holds_bad ? 1u : 0u) << "round from stripe " << stripe;
-    total.add(round);
-    std::vector<const std::byte*> now;
-    for (const AlignedBuffer& b : buffers.reads) now.push_back(b.data());
-    if (first_buffers.empty()) first_buffers = now;
-    EXPECT_EQ(now, first_buffers) << "allocated again";
+    const bool holds_bad = stripe <= bad_stripe && bad_stripe < stripe + round;
+    EXPECT_EQ(counts.mismatched, holds_bad ? 1u : 0u) << "round from stripe " << stripe;
+    total.add(counts);
   }
+  EXPECT_EQ(buffers.allocations, 1u);
   EXPECT_EQ(total.stripes, stripes);
   EXPECT_EQ(total.mismatched, 1u);
   EXPECT_EQ(total.unrepairable, 0u);
   EXPECT_EQ(total.bad_chunks[bad.member], 1u);
+  EXPECT_EQ(s.array.faulty[unreadable.member]->counters().corrected, 1u);
+  EXPECT_TRUE(s.volume->active(unreadable.member));
 }
 
 // A row whose bad chunk could be a block without a check or the parity is not guessed, checks
