@@ -38,14 +38,16 @@ TEST(OwnedMutex, ThreadsThatContendNeverHoldItTogether) {
 // it is let go.
 TEST(OwnedMutex, AWaiterPastTheSpinGetsItOnlyAfterTheRelease) {
   OwnedMutex mutex;
-  std::atomic<bool> released{false}, got{false}, saw_release{false};
+  std::atomic<bool> waiting{false}, released{false}, got{false}, saw_release{false};
   mutex.lock();
   std::thread waiter([&] {
+    waiting = true;
     std::lock_guard lock(mutex);
     saw_release = released.load();
     got = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!waiting) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // far past the spin
   EXPECT_FALSE(got.load());
   released = true;
   mutex.unlock();
