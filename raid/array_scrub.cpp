@@ -147,8 +147,9 @@ void Array::scrub_loop(bool repair, ScrubChecker* checker, uint64_t from) {
                       stripe * g.stripe_data_size(), made.error().message);
       }
     }
-    if (status)
+    if (status) {
       status = volume_->scrub_stripes(stripe, count, repair, found, batch.get(), &buffers);
+    }
     batch.reset();  // the filesystem may reuse the blocks again
     {
       std::lock_guard lock(scrub_mutex_);
