@@ -311,7 +311,7 @@ class Volume {
   // (2026-12-05; 1 MiB gave 0.45 on tmpfs, 64 KiB 0.49). Why, not measured: a smaller
   // batch is likely judged while still in the CPU's caches, and reads arrive less bursty.
   static constexpr uint64_t kScrubBatchBytes = 256u << 10;
-  // Batches in flight. 3 and 4 measured no different from 2 (median ratios 0.58-0.78 each,
+  // Batches in flight. 3 and 4 measured no different from 2 (median ratios 0.54-0.78 each,
   // within the machine's noise; 2026-12-06), so the fewest buffers.
   static constexpr unsigned kScrubDepth = 2;
 
