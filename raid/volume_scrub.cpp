@@ -291,7 +291,6 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     const auto why = [&](unsigned m, uint64_t offset) {
       return fmt::format("read failed at member byte {}: {}", offset, std::strerror(error[m]));
     };
-    const size_t redundancy = geometry_.has_parity() ? geometry_.parity_chunks() : 0;
     for (uint64_t stripe = b.from; stripe < b.to; ++stripe) {
       const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
       std::vector<std::byte*> slots;
@@ -308,7 +307,10 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
         unreadable.push_back(static_cast<unsigned>(i));
       }
       if (unreadable.empty()) continue;
-      if (unreadable.size() > (redundancy != 0 ? redundancy : where.size() - 1)) {
+      // What the level rebuilds: its parity chunks, or all copies but one (as check_stripes).
+      const size_t redundancy =
+          geometry_.has_parity() ? geometry_.parity_chunks() : where.size() - 1;
+      if (unreadable.size() > redundancy) {
         const unsigned m = where[unreadable.front()].member;
         return fail(error[m], "stripe {}: {} of its chunks cannot be read, too many to rebuild",
                     stripe, unreadable.size());

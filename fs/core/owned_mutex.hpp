@@ -29,8 +29,10 @@ class OwnedMutex {
     // spin: no spin there.
     static const bool spin = cpus_to_run_on() > 1;
     if (spin) {
-      const auto until = std::chrono::steady_clock::now() + kSpin;
-      do {
+      // The clock is read only once the first tries failed: a free lock costs no more than
+      // it did.
+      std::chrono::steady_clock::time_point until{};
+      for (;;) {
         // Tried only when it looks free: a compare-and-swap at each pause would pull the
         // holder's cache line away from it.
         for (int i = 0; i < 8; ++i) {
@@ -40,7 +42,13 @@ class OwnedMutex {
           }
           spin_pause();
         }
-      } while (std::chrono::steady_clock::now() < until);
+        const auto now = std::chrono::steady_clock::now();
+        if (until == std::chrono::steady_clock::time_point{}) {
+          until = now + kSpin;
+        } else if (now >= until) {
+          break;
+        }
+      }
     }
     mutex_.lock();
     owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
