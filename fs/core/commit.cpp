@@ -16,6 +16,7 @@ void Filesystem::fail_filesystem(const Error& why) {
 Result<void> Filesystem::commit() {
   std::lock_guard commit_lock(commit_mutex_);
   MetaStore::Snapshot snapshot;
+  std::string traced;  // with debug logging: the inodes stored, for tracing crash tests
   {
     Lock lock(mutex_);
     if (failed_) return fail(EIO, "{}", failed_->message);
@@ -33,6 +34,9 @@ Result<void> Filesystem::commit() {
           fail_filesystem(r.error());
           return r;
         }
+        if (fs_log().should_log(spdlog::level::debug)) {
+          traced += fmt::format(" {}:{}:{}", ino, inode->stored_size, inode->disk.nlink);
+        }
       }
     }
     // Stored now: those nobody refers to any more may leave the cache.
@@ -48,6 +52,8 @@ Result<void> Filesystem::commit() {
     return fail(sequence.error());
   }
   meta_->committed(snapshot, *sequence);
+  fs_log().debug("commit {} (transaction {}): {} blocks; inodes (number:size:links){}", *sequence,
+                 snapshot.transaction, snapshot.blocks.size(), traced);
   return {};
 }
 
@@ -107,7 +113,9 @@ Result<void> Filesystem::fsync(uint64_t ino, bool data_only) {
     if (!found) return fail(found.error());
     if (auto r = writeback_inode(**found, lock); !r) return r;
   }
-  return commit();
+  if (auto r = commit(); !r) return r;
+  fs_log().debug("fsync inode {}: committed", ino);
+  return {};
 }
 
 Result<void> Filesystem::sync() {

@@ -164,6 +164,7 @@ Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t 
   d.disk.mtime = d.disk.ctime = n.disk.ctime;
   dirty(d);
   ++n.lookups;
+  fs_log().debug("create {}/{}: inode {}", parent, name, n.ino);
   return attr_of(n);
 }
 
@@ -294,6 +295,7 @@ Result<void> Filesystem::unlink(uint64_t parent, std::string_view name) {
   Inode& n = **found;
   if (n.is_dir()) return fail(EISDIR, "is a directory");
   if (auto r = directory(d).remove(name); !r) return r;
+  fs_log().debug("unlink {}/{}: inode {}", parent, name, n.ino);
   --n.disk.nlink;
   n.disk.ctime = d.disk.mtime = d.disk.ctime = now();
   dirty(n);
@@ -452,6 +454,8 @@ Result<void> Filesystem::rename(uint64_t parent, std::string_view name, uint64_t
   dirty(s);
   dirty(sd);
   dirty(dd);
+  fs_log().debug("rename {}/{} to {}/{}: inode {}, replacing {}", parent, name, new_parent,
+                 new_name, s.ino, replaced);
   // The replaced file, once the rename is whole: freeing it may commit in between.
   if (Inode* found = replaced != 0 ? table_->find(replaced) : nullptr) {
     Inode& o = *found;

@@ -17,6 +17,8 @@
 #      blank and is rebuilt (stripefsctl add, status --wait);
 #   5. unmounted, fsck.stripefs -n -f --parity finds nothing wrong.
 #   Cycle directories three cycles old are removed (the frees exercise the allocator).
+# CHECK_CRASH_LOG_LEVEL=debug has the cut daemon trace its creates, renames, unlinks, commits
+# and fsyncs into the test's tmp/powercut.err (the last cycle's: a failure's).
 # Cycle N's seed is CHECK_CRASH_SEED + N (CHECK_CRASH_SEED: random unless set); a failure
 # names it, and CHECK_CRASH_SEED replays the same cuts' survivors and workloads (not the
 # same instants).
@@ -41,7 +43,8 @@ _crash_cycles() { # cycles [lose-member] [fsx]
     echo "$CHECK_WHERE" >&2
 
     "$build/tests/check/stripefs-powercut" --allow-other --seed "$seed" --survive "$survive" \
-      "$TEST_SOURCE" "$TEST_DIR" >"$TEST_TMP/powercut.out" 2>"$TEST_TMP/powercut.err" &
+      ${CHECK_CRASH_LOG_LEVEL:+--log-level "$CHECK_CRASH_LOG_LEVEL"} "$TEST_SOURCE" "$TEST_DIR" \
+      >"$TEST_TMP/powercut.out" 2>"$TEST_TMP/powercut.err" &
     cut=$!
     local i
     for i in $(seq 1 200); do

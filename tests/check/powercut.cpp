@@ -2,7 +2,7 @@
 // their last flush a power cut can lose (raid/power_cut_member.hpp), for tests/check's crash
 // tests. It stays in the foreground.
 //
-//   stripefs-powercut [--survive P] [--seed S] [--allow-other] SOURCE MOUNTPOINT
+//   stripefs-powercut [--survive P] [--seed S] [--allow-other] [--log-level L] SOURCE MOUNTPOINT
 //
 // SIGUSR1 is the power cut: every member stops answering at once, loses its writes not yet
 // flushed (each 4 KiB block of them kept with probability P, decided by seed S plus the
@@ -12,6 +12,7 @@
 //
 // The members must be files on tmpfs: the wrapper reads what each write replaces on the
 // submitting thread, which only a member driven inline allows.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -56,9 +57,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", seed, "decides which blocks survive");
   app.add_flag("--allow-other", allow_other, "let other users in (FUSE allow_other)");
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_option("source", source, "the members, a:b:c")->required();
   app.add_option("mountpoint", mountpoint, "where to mount")->required();
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
 
   auto devices = open_devices(split_device_list({source}), "");
   if (!devices) return fail(devices.error().message);
