@@ -9,21 +9,29 @@
 
 namespace stripefs::fs {
 
-// Writers wait while the cache is over its size, and its dirty data is forced out, short of
-// each file's last partial stripe while other writebacks are in flight: that is a stream's
-// tail, which its next write completes into a full stripe (maybe_full_stripe_writeback).
-// Forced out, it was a partial stripe: preread, logged, its parity computed again. Four
-// writers of 1 MiB blocks with a 32 MiB cache wrote 60-95 % of their bytes so, at 117-229
-// MiB/s (now 99.5 % go as full stripes, at 1,084-1,376 MiB/s: README, session 34).
+// Writers wait while the cache is over its size, and its dirty data is forced out. On
+// parity levels, while other writebacks are in flight and the dirty data is at most half
+// the cache, each file's last partial stripe stays: that is a stream's tail, which its next
+// write completes into a full stripe (maybe_full_stripe_writeback). Forced out, it was a
+// partial stripe: preread, logged, its parity computed again. Four writers of 1 MiB blocks
+// with a 32 MiB cache wrote 60-95 % of their bytes so, at 117-229 MiB/s (now 99.5 % go as
+// full stripes, at 1,079-1,376 MiB/s: README, session 34). More dirty data than that is
+// no longer a few tails (many small files): all of it goes, beside what is in flight.
 void Filesystem::throttle(Lock& lock) {
   const uint64_t stripe = uint64_t{sb_.stripe_blocks} * kBlockSize;
   while (cached_bytes_ > options_.cache_bytes && !failed_) {
     bool in_flight = false;
-    for (auto& [ino, inode] : *table_) in_flight = in_flight || inode->writebacks > 0;
+    uint64_t dirty = 0;
+    for (auto& [ino, inode] : *table_) {
+      in_flight = in_flight || inode->writebacks > 0;
+      dirty += inode->cache.dirty_bytes();
+    }
+    const bool keep_tails =
+        in_flight && dirty <= options_.cache_bytes / 2 && volume_.geometry().has_parity();
     for (auto& [ino, inode] : *table_) {
       if (inode->cache.dirty_bytes() == 0) continue;
-      const uint64_t end = in_flight ? inode->cache.end() / stripe * stripe : UINT64_MAX;
-      (void)start_writeback(*inode, 0, end, lock);
+      const uint64_t end = keep_tails ? inode->cache.end() / stripe * stripe : UINT64_MAX;
+      if (end > 0) (void)start_writeback(*inode, 0, end, lock);
     }
     writeback_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }

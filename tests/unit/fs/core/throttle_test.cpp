@@ -7,7 +7,7 @@
 namespace stripefs::test {
 namespace {
 
-// Four streams of 1 MiB writes, interleaved, through a 1 MiB cache, over members slower
+// Four streams of 1 MiB writes, interleaved, through a 2 MiB cache, over members slower
 // than the writer: the writers wait at almost every write. A 1 MiB write is 5 whole stripes
 // and a third (48-block stripes), so each stream keeps a partial stripe at its end that its
 // next write completes. Forcing those tails out while writebacks were in flight wrote them
@@ -17,7 +17,7 @@ TEST(Throttle, InterleavedStreamsOverASmallCacheStayWholeStripes) {
   ASSERT_TRUE(t.fs->unmount().has_value());
   t.fs.reset();
   fs::FsOptions small;
-  small.cache_bytes = 1ull << 20;
+  small.cache_bytes = 2ull << 20;
   t.mount(small);
   std::vector<uint64_t> files;
   for (int s = 0; s < 4; ++s) files.push_back(t.create(fs::kRootInode, "s" + std::to_string(s)));
@@ -46,6 +46,37 @@ TEST(Throttle, InterleavedStreamsOverASmallCacheStayWholeStripes) {
           << "stream " << s << " MiB " << i;
     }
   }
+}
+
+// Files under a stripe each, more of them than the cache holds, beside a stream: none of
+// them is a stream's tail to keep, so while writebacks are in flight they must still go
+// once they fill half the cache; the writers go on, and everything reads back.
+TEST(Throttle, SmallFilesOverTheCacheBesideAStreamAllGoOut) {
+  MemoryFs t(128ull << 20);
+  ASSERT_TRUE(t.fs->unmount().has_value());
+  t.fs.reset();
+  fs::FsOptions small;
+  small.cache_bytes = 2ull << 20;
+  t.mount(small);
+  for (auto& m : t.array.faulty) m->set_latency(std::chrono::milliseconds(20));
+  const uint64_t stream = t.create(fs::kRootInode, "stream");
+  std::vector<uint64_t> files;
+  const auto chunk = pattern(1 << 20, 1);
+  const auto piece = pattern(100 << 10, 2);  // 25 blocks: about half a 48-block stripe
+  for (int i = 0; i < 64; ++i) {
+    if (i % 8 == 0) {
+      ASSERT_TRUE(t.write(stream, uint64_t(i / 8) << 20, chunk).has_value());
+    }
+    files.push_back(t.create(fs::kRootInode, "small" + std::to_string(i)));
+    ASSERT_TRUE(t.write(files.back(), 0, piece).has_value()) << i;
+  }
+  ASSERT_TRUE(t.fs->sync().has_value());
+  for (auto& m : t.array.faulty) m->set_latency(std::chrono::milliseconds(0));
+  t.remount();
+  for (uint64_t f : files) {
+    EXPECT_EQ(t.read(f, 0, piece.size()), piece);
+  }
+  EXPECT_EQ(t.read(stream, 7ull << 20, 1 << 20), chunk);
 }
 
 }  // namespace
