@@ -7,6 +7,17 @@
 namespace stripefs::test {
 namespace {
 
+// Mounted again with a 2 MiB cache, over members whose writes take 20 ms (slower than the
+// writer: the cache fills, and the writers wait).
+void small_cache_slow_members(MemoryFs& t) {
+  ASSERT_TRUE(t.fs->unmount().has_value());
+  t.fs.reset();
+  fs::FsOptions small;
+  small.cache_bytes = 2ull << 20;
+  t.mount(small);
+  for (auto& m : t.array.faulty) m->set_latency(std::chrono::milliseconds(20));
+}
+
 // Four streams of 1 MiB writes, interleaved, through a 2 MiB cache, over members slower
 // than the writer: the writers wait at almost every write. A 1 MiB write is 5 whole stripes
 // and a third (48-block stripes), so each stream keeps a partial stripe at its end that its
@@ -14,15 +25,9 @@ namespace {
 // as partial stripes (prereads, the write-hole log): 56 of the 64 MiB went whole.
 TEST(Throttle, InterleavedStreamsOverASmallCacheStayWholeStripes) {
   MemoryFs t(128ull << 20);
-  ASSERT_TRUE(t.fs->unmount().has_value());
-  t.fs.reset();
-  fs::FsOptions small;
-  small.cache_bytes = 2ull << 20;
-  t.mount(small);
+  ASSERT_NO_FATAL_FAILURE(small_cache_slow_members(t));
   std::vector<uint64_t> files;
   for (int s = 0; s < 4; ++s) files.push_back(t.create(fs::kRootInode, "s" + std::to_string(s)));
-  // Member writes slower than the writer: the cache fills, and the writers wait.
-  for (auto& m : t.array.faulty) m->set_latency(std::chrono::milliseconds(20));
   const VolumeStats before = t.volume->stats();
   std::vector<std::vector<std::byte>> chunks;
   for (int c = 0; c < 64; ++c) chunks.push_back(pattern(1 << 20, c));
@@ -53,12 +58,7 @@ TEST(Throttle, InterleavedStreamsOverASmallCacheStayWholeStripes) {
 // once they fill half the cache; the writers go on, and everything reads back.
 TEST(Throttle, SmallFilesOverTheCacheBesideAStreamAllGoOut) {
   MemoryFs t(128ull << 20);
-  ASSERT_TRUE(t.fs->unmount().has_value());
-  t.fs.reset();
-  fs::FsOptions small;
-  small.cache_bytes = 2ull << 20;
-  t.mount(small);
-  for (auto& m : t.array.faulty) m->set_latency(std::chrono::milliseconds(20));
+  ASSERT_NO_FATAL_FAILURE(small_cache_slow_members(t));
   const uint64_t stream = t.create(fs::kRootInode, "stream");
   std::vector<uint64_t> files;
   const auto chunk = pattern(1 << 20, 1);
