@@ -53,9 +53,10 @@ TEST(Throttle, InterleavedStreamsOverASmallCacheStayWholeStripes) {
   }
 }
 
-// Files under a stripe each, more of them than the cache holds, beside a stream: none of
-// them is a stream's tail to keep, so while writebacks are in flight they must still go
-// once they fill half the cache; the writers go on, and everything reads back.
+// Files under a stripe each, more of them than the cache holds, beside a stream: each is
+// its file's last partial stripe, which the throttle may keep back while writebacks are in
+// flight. The writers must still go on, sync must finish, and everything must read back.
+// (It guards against a hang or a loss; it does not tell when the small files went.)
 TEST(Throttle, SmallFilesOverTheCacheBesideAStreamAllGoOut) {
   MemoryFs t(128ull << 20);
   ASSERT_NO_FATAL_FAILURE(small_cache_slow_members(t));
