@@ -24,11 +24,12 @@ Result<std::unique_ptr<IoEngine>> IoEngine::create(unsigned queue_depth) {
   params.cq_entries = queue_depth * 2;
   int rc = io_uring_queue_init_params(queue_depth, &engine->ring_, &params);
   if (rc < 0) return fail(-rc, "io_uring_queue_init: {}", std::strerror(-rc));
-  rc = io_uring_register_buffers_sparse(&engine->ring_, kMaxRegisteredBuffers);
+  rc = io_uring_register_buffers_sparse(&engine->ring_, RingBuffers::kSlots);
   if (rc < 0) {
     io_uring_queue_exit(&engine->ring_);
     return fail(-rc, "io_uring_register_buffers_sparse: {}", std::strerror(-rc));
   }
+  engine->arena_.attach(&engine->ring_);
   engine->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   if (engine->wake_fd_ < 0) {
     io_uring_queue_exit(&engine->ring_);
@@ -123,6 +124,26 @@ FixedBuffer::~FixedBuffer() {
   if (engine_ != nullptr) engine_->unregister_buffer(slot_);
 }
 
+// The slot of the registered buffer (register_buffer) that holds every segment, or -1.
+int IoEngine::region_slot(const MemberRequest& request) {
+  if (request.op == MemberOp::flush || request.iov.empty()) return -1;
+  if (request.iov.size() > 1 && !arena_.vectored()) return -1;
+  auto inside = [](const Region& r, const iovec& v) {
+    const auto start = reinterpret_cast<uintptr_t>(v.iov_base);
+    return r.length != 0 && start >= r.base && start + v.iov_len <= r.base + r.length;
+  };
+  std::lock_guard lock(regions_mutex_);
+  for (unsigned slot = 0; slot < kMaxRegisteredBuffers; ++slot) {
+    const Region& r = regions_[slot];
+    if (!inside(r, request.iov[0])) continue;
+    for (const iovec& v : request.iov) {
+      if (!inside(r, v)) return -1;
+    }
+    return static_cast<int>(slot);
+  }
+  return -1;
+}
+
 IoEngineStats IoEngine::stats() const {
   IoEngineStats s;
   s.requests = requests_.load();
@@ -162,18 +183,9 @@ bool IoEngine::prepare(Pending* pending) {
   }
   MemberRequest& request = pending->request;
   const int fd = pending->fd;
-  int fixed_slot = -1;
-  if (request.op != MemberOp::flush && request.iov.size() == 1) {
-    const auto start = reinterpret_cast<uintptr_t>(request.iov[0].iov_base);
-    std::lock_guard lock(regions_mutex_);
-    for (unsigned slot = 0; slot < kMaxRegisteredBuffers; ++slot) {
-      const Region& r = regions_[slot];
-      if (r.length != 0 && start >= r.base && start + request.iov[0].iov_len <= r.base + r.length) {
-        fixed_slot = static_cast<int>(slot);
-        break;
-      }
-    }
-  }
+  arena_.sync();
+  int fixed_slot = arena_.slot_for(request);
+  if (fixed_slot < 0) fixed_slot = region_slot(request);
   prep_member_sqe(sqe, fd, request, fixed_slot);
   if (fixed_slot >= 0) fixed_requests_.fetch_add(1, std::memory_order_relaxed);
   io_uring_sqe_set_data(sqe, pending);

@@ -15,6 +15,7 @@
 
 #include "raid/member.hpp"
 #include "raid/result.hpp"
+#include "raid/ring_buffers.hpp"
 
 namespace stripefs {
 
@@ -53,7 +54,7 @@ class FixedBuffer {
 
 class IoEngine {
  public:
-  static constexpr unsigned kMaxRegisteredBuffers = 64;
+  static constexpr unsigned kMaxRegisteredBuffers = DataArena::kFirstSlot;
 
   static Result<std::unique_ptr<IoEngine>> create(unsigned queue_depth = 256);
   // Waits for every queued and in-flight request to complete, then stops the thread.
@@ -66,9 +67,10 @@ class IoEngine {
   // thread with -ESHUTDOWN.
   void submit(int fd, MemberRequest request);
 
-  // Registers [base, base+length) as a fixed buffer: single-segment requests that lie
-  // inside it skip the kernel's per-request page pinning. Registered until the returned
-  // handle is destroyed.
+  // Registers [base, base+length) as a fixed buffer: requests that lie inside it skip the
+  // kernel's per-request page pinning (several segments only where the kernel has vectored
+  // fixed ops). Registered until the returned handle is destroyed. The DataArena's chunks
+  // need no call: the engine registers them itself (ring_buffers.hpp).
   Result<FixedBuffer> register_buffer(void* base, size_t length);
 
   IoEngineStats stats() const;
@@ -89,6 +91,7 @@ class IoEngine {
   void run();
   void arm_wakeup();
   bool prepare(Pending* pending);
+  int region_slot(const MemberRequest& request);
   void complete(io_uring_cqe* cqe);
 
   io_uring ring_{};
@@ -106,6 +109,7 @@ class IoEngine {
   std::vector<std::unique_ptr<Pending>> backlog_;
   std::vector<io_uring_cqe> completed_;
   unsigned in_flight_ = 0;
+  RingBuffers arena_;  // the DataArena's chunks in this ring
 
   std::mutex regions_mutex_;  // guards regions_ (read per single-segment request)
   std::array<Region, kMaxRegisteredBuffers> regions_{};  // length 0: free slot

@@ -19,6 +19,7 @@ namespace {
 constexpr unsigned kDepth = 64;
 
 std::atomic<uint64_t> local_requests{0};
+std::atomic<uint64_t> local_fixed_requests{0};
 // Threads in a Reaper with member I/O, and requests the engines hold. A thread reaps its
 // own ring only when it is alone: under load the engine's one thread reaps many completions
 // per wake-up, and a worker waiting for its own I/O would take no new FUSE request.
@@ -42,6 +43,7 @@ struct Ring {
   unsigned in_flight = 0;   // prepared and not yet reaped
   bool complained = false;  // an error of io_uring_submit_and_wait was logged
   std::vector<io_uring_cqe> completed;
+  RingBuffers arena;  // the DataArena's chunks in this ring (none if its table failed)
 
   Ring() {
     io_uring_params params{};
@@ -57,6 +59,7 @@ struct Ring {
       return;
     }
     ready = true;
+    if (io_uring_register_buffers_sparse(&ring, RingBuffers::kSlots) == 0) arena.attach(&ring);
   }
   ~Ring() {
     if (ready) io_uring_queue_exit(&ring);
@@ -169,7 +172,10 @@ bool LocalRing::try_submit(int fd, MemberRequest& request) {
   io_uring_sqe* sqe = io_uring_get_sqe(&r.ring);
   if (sqe == nullptr) return false;
   auto owned = std::make_unique<MemberRequest>(std::move(request));
-  prep_member_sqe(sqe, fd, *owned);
+  r.arena.sync();
+  const int fixed_slot = r.arena.slot_for(*owned);
+  prep_member_sqe(sqe, fd, *owned, fixed_slot);
+  if (fixed_slot >= 0) local_fixed_requests.fetch_add(1, std::memory_order_relaxed);
   io_uring_sqe_set_data(sqe, owned.release());
   ++r.in_flight;
   local_requests.fetch_add(1, std::memory_order_relaxed);
@@ -186,6 +192,10 @@ void LocalRing::engine_finished() {
 
 uint64_t LocalRing::requests() {
   return local_requests.load(std::memory_order_relaxed);
+}
+
+uint64_t LocalRing::fixed_requests() {
+  return local_fixed_requests.load(std::memory_order_relaxed);
 }
 
 }  // namespace stripefs

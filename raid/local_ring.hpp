@@ -61,8 +61,10 @@ class LocalRing {
   static void engine_took();
   static void engine_finished();
 
-  // Requests taken by any thread's ring since the process started.
+  // Requests taken by any thread's ring since the process started; of those, the ones whose
+  // buffer was a fixed (registered) one.
   static uint64_t requests();
+  static uint64_t fixed_requests();
 };
 
 }  // namespace stripefs

@@ -54,6 +54,8 @@ std::shared_ptr<AlignedBuffer> DataBuffers::get(size_t size) {
       idle_bytes_ -= bucket;
     }
   }
+  // New memory from the arena (registered with io_uring) while it has room; else the heap.
+  if (buffer.size() == 0) buffer = AlignedBuffer::from_arena(bucket);
   if (buffer.size() == 0) buffer = AlignedBuffer(bucket);
   // The visible size is what was asked for; the capacity goes back with it.
   auto* raw = new AlignedBuffer(std::move(buffer));

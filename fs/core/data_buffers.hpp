@@ -1,5 +1,7 @@
 // Page-aligned buffers for file data, recycled: a 1 MiB write or read that allocated fresh
-// memory each time would pay for an mmap, 256 page faults and an munmap.
+// memory each time would pay for an mmap, 256 page faults and an munmap. New buffers come
+// from the DataArena while it has room (raid/data_arena.hpp: memory io_uring has registered,
+// so member requests on them are fixed-buffer requests), else from the heap.
 #pragma once
 #include <map>
 #include <memory>

@@ -446,7 +446,10 @@ class Filesystem {
   FsStats stats_;
   std::atomic<uint64_t> checksum_recovered_{0}, checksum_unrecoverable_{0};  // the healer's
 
-  std::shared_ptr<DataBuffers> buffers_ = DataBuffers::create(64u << 20);
+  // Idle buffers the pool keeps. The cache and these are what the DataArena may grow to
+  // (the constructor allows it): file data in registered memory, fixed buffers for io_uring.
+  static constexpr size_t kIdleDataBuffers = 64u << 20;
+  std::shared_ptr<DataBuffers> buffers_ = DataBuffers::create(kIdleDataBuffers);
 
   // Background threads (each with its own leaf lock): the submitter hands writeback jobs to
   // the Volume; the worker runs completions and the timers (tick). Both start at mount and

@@ -9,7 +9,9 @@
 namespace stripefs::fs {
 
 Filesystem::Filesystem(Volume& volume, FsOptions options, FsSuperblock sb)
-    : volume_(volume), options_(options), sb_(std::move(sb)) {}
+    : volume_(volume), options_(options), sb_(std::move(sb)) {
+  DataArena::shared().allow(options_.cache_bytes + kIdleDataBuffers);
+}
 
 Filesystem::~Filesystem() {
   if (worker_.running()) {

@@ -51,7 +51,8 @@ json iostat_json(Array& array, const IoEngine* engine) {
           {"io",
            {{"engine_requests", e.requests},
             {"engine_fixed_requests", e.fixed_requests},
-            {"local_ring_requests", LocalRing::requests()}}}};
+            {"local_ring_requests", LocalRing::requests()},
+            {"local_ring_fixed_requests", LocalRing::fixed_requests()}}}};
 }
 
 }  // namespace stripefs::fs

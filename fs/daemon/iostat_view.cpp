@@ -83,8 +83,10 @@ void add_iostat_ratios(json& s) {
   }
   if (s.contains("io")) {
     json& io = s["io"];
+    // Of every request io_uring carried (the engine's and the workers' own rings).
     io["fixed_fraction"] =
-        ratio(number(io, "engine_fixed_requests"), number(io, "engine_requests"));
+        ratio(number(io, "engine_fixed_requests") + number(io, "local_ring_fixed_requests"),
+              number(io, "engine_requests") + number(io, "local_ring_requests"));
   }
 }
 
@@ -154,10 +156,12 @@ void print_iostat(const json& s, const std::string& heading) {
   if (s.contains("io")) {
     const json& io = s["io"];
     std::printf(
-        "io: %llu engine requests (%llu with fixed buffers), %llu on FUSE workers' own rings\n",
+        "io: %llu engine requests (%llu with fixed buffers), %llu on FUSE workers' own rings "
+        "(%llu with fixed buffers)\n",
         static_cast<unsigned long long>(number(io, "engine_requests")),
         static_cast<unsigned long long>(number(io, "engine_fixed_requests")),
-        static_cast<unsigned long long>(number(io, "local_ring_requests")));
+        static_cast<unsigned long long>(number(io, "local_ring_requests")),
+        static_cast<unsigned long long>(number(io, "local_ring_fixed_requests")));
   }
 }
 

@@ -264,6 +264,7 @@ nlohmann::json volume_stats_json(const VolumeStats& v) {
 
 nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) {
   const IoEngineStats e = engine != nullptr ? engine->stats() : IoEngineStats{};
+  const DataArenaStats a = DataArena::shared().stats();
   const VolumeStats v = array.volume().stats();
   const FsStats f = fs.stats();
   const MetaStats m = fs.meta_stats();
@@ -309,6 +310,10 @@ nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) 
             {"engine_submissions", e.submit_calls},
             {"engine_largest_batch", e.largest_batch},
             {"local_ring_requests", LocalRing::requests()},
+            {"local_ring_fixed_requests", LocalRing::fixed_requests()},
+            {"data_arena_bytes", a.chunks * DataArena::kChunkBytes},
+            {"data_arena_bytes_in_use", a.bytes_in_use},
+            {"data_arena_heap_fallbacks", a.refused},
             {"pmem_persists", pmem_persists}}}};
 }
 

@@ -1,7 +1,7 @@
 // How the daemon answers reads from its members: a read that is alone is submitted and reaped
 // by the FUSE worker that took it, on its own ring (raid/local_ring.hpp); reads under load go
-// to the engine. Either way every byte comes back right. Members under /var/tmp go through
-// io_uring, as disks do.
+// to the engine. Either way every byte comes back right, and from registered buffers. Members
+// under /var/tmp go through io_uring, as disks do.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -76,6 +76,38 @@ TEST_F(ReadPath, ReadsAloneAreReapedByTheWorkerThatTookThem) {
       io_counter(*after, "local_ring_requests") - io_counter(*before, "local_ring_requests");
   // The daemon's own background I/O (a commit) may send a few to the engine meanwhile.
   EXPECT_GE(local, blocks / 2) << "member reads reaped by the FUSE worker itself";
+}
+
+// File data lives in the daemon's DataArena, which every ring has registered: member reads
+// of it are fixed-buffer requests (raid/data_arena.hpp), whole 1 MiB reads (several chunks of
+// one member merged into a vectored request) and 4 KiB reads alike, and the bytes are right.
+TEST_F(ReadPath, MemberReadsUseRegisteredBuffers) {
+  if (!fs_.can_remount()) GTEST_SKIP() << "needs the stripefs daemon";
+  Fd fd = open_file(path("f"), O_RDONLY | O_DIRECT);
+  ASSERT_TRUE(fd.valid());
+  void* buffer = nullptr;
+  ASSERT_EQ(posix_memalign(&buffer, kBlock, kMiB), 0);
+  std::unique_ptr<void, decltype(&free)> owned(buffer, &free);
+  ASSERT_TRUE(read_block(fd.get(), 0, buffer));  // the file's extents are loaded now
+  auto before = daemon_query(fs_.root().string(), "stats");
+  ASSERT_TRUE(before) << before.error();
+  for (uint64_t at = 0; at < kFileBytes; at += kMiB) {
+    ASSERT_EQ(pread(fd.get(), buffer, kMiB, static_cast<off_t>(at)), static_cast<ssize_t>(kMiB));
+    ASSERT_EQ(std::memcmp(buffer, data_.data() + at, kMiB), 0) << "at " << at;
+  }
+  const uint64_t blocks = kFileBytes / kBlock;
+  for (uint64_t i = 0; i < 256; ++i) ASSERT_TRUE(read_block(fd.get(), (i * 97) % blocks, buffer));
+  auto after = daemon_query(fs_.root().string(), "stats");
+  ASSERT_TRUE(after) << after.error();
+  auto delta = [&](const char* name) {
+    return io_counter(*after, name) - io_counter(*before, name);
+  };
+  const uint64_t requests = delta("engine_requests") + delta("local_ring_requests");
+  const uint64_t fixed = delta("engine_fixed_requests") + delta("local_ring_fixed_requests");
+  ASSERT_GE(requests, 256u) << "the reads must have reached the members";
+  // The daemon's own background I/O (a commit, an atime) may use other buffers meanwhile.
+  EXPECT_GE(fixed * 10, requests * 9) << fixed << " of " << requests << " requests fixed";
+  EXPECT_GT((*after)["io"]["data_arena_bytes"].get<uint64_t>(), 0u);
 }
 
 TEST_F(ReadPath, ConcurrentReadersGetTheirOwnBytes) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <future>
 
+#include "raid/ring_buffers.hpp"
 #include "raid/volume.hpp"
 #include "unit/raid/test_util.hpp"
 
@@ -125,6 +126,57 @@ TEST_F(FileMemberTest, RegisteredBuffersGoOutAsFixedRequests) {
   ASSERT_TRUE(member_read(m, 0, outside.span()));
   EXPECT_EQ(std::memcmp(outside.data(), arena.data() + 4096, 65536), 0);
   EXPECT_EQ(engine_->stats().fixed_requests, before + 1) << "only the arena write is fixed";
+}
+
+// File data in the DataArena (the pool's buffers) needs no register_buffer: the engine
+// registers the arena's chunks itself. One segment goes as READ/WRITE_FIXED; several inside
+// one chunk (a member's run merged from one user buffer) as READV/WRITEV_FIXED where the
+// kernel has them. The bytes must land where the segments say: that checks the opcodes too.
+TEST_F(FileMemberTest, ArenaBuffersGoOutAsFixedRequestsVectoredToo) {
+  FileMember& m = make(4 << 20);
+  DataArena::shared().allow(8 << 20);
+  AlignedBuffer data = AlignedBuffer::from_arena(256 * 1024);
+  ASSERT_EQ(data.size(), 256u * 1024) << "the arena must have room";
+  ASSERT_TRUE(data.in_arena());
+  AlignedBuffer pattern = test::random_buffer(data.size(), 5);
+  std::memcpy(data.data(), pattern.data(), data.size());
+  const auto start = engine_->stats().fixed_requests;
+  ASSERT_TRUE(member_write(m, 0, data.span()));
+  EXPECT_EQ(engine_->stats().fixed_requests, start + 1) << "one segment in the arena";
+
+  // Two segments of one arena buffer, in swapped order: a vectored request.
+  auto run = [&](MemberOp op, std::byte* first, std::byte* second) {
+    MemberRequest r;
+    r.op = op;
+    r.offset = 1 << 20;
+    r.iov = {{first, 65536}, {second, 65536}};
+    std::promise<int64_t> done;
+    r.done = [&](int64_t res) { done.set_value(res); };
+    m.submit(std::move(r));
+    return done.get_future().get();
+  };
+  const auto before_vectored = engine_->stats().fixed_requests;
+  ASSERT_EQ(run(MemberOp::write, data.data() + 131072, data.data()), 131072);
+  AlignedBuffer back = AlignedBuffer::from_arena(256 * 1024);
+  ASSERT_TRUE(back.in_arena());
+  ASSERT_EQ(run(MemberOp::read, back.data(), back.data() + 65536), 131072);
+  EXPECT_EQ(std::memcmp(back.data(), pattern.data() + 131072, 65536), 0);
+  EXPECT_EQ(std::memcmp(back.data() + 65536, pattern.data(), 65536), 0);
+  io_uring probe_ring;
+  ASSERT_EQ(io_uring_queue_init(4, &probe_ring, 0), 0);
+  io_uring_probe* probe = io_uring_get_probe_ring(&probe_ring);
+  const bool vectored = probe != nullptr && io_uring_opcode_supported(probe, kOpReadvFixed);
+  if (probe != nullptr) io_uring_free_probe(probe);
+  io_uring_queue_exit(&probe_ring);
+  EXPECT_EQ(engine_->stats().fixed_requests, before_vectored + (vectored ? 2 : 0))
+      << "two segments of one chunk: fixed where the kernel has READV/WRITEV_FIXED";
+
+  // A segment outside the arena makes the request an ordinary one; the bytes still arrive.
+  AlignedBuffer heap(65536);
+  const auto before_mixed = engine_->stats().fixed_requests;
+  ASSERT_EQ(run(MemberOp::read, back.data(), heap.data()), 131072);
+  EXPECT_EQ(std::memcmp(heap.data(), pattern.data(), 65536), 0);
+  EXPECT_EQ(engine_->stats().fixed_requests, before_mixed);
 }
 
 // Requests queued together (here by a continuation, on the engine's thread, as a Volume's

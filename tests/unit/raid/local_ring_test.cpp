@@ -108,6 +108,39 @@ TEST_F(LocalRingTest, AReaperAloneRunsItsCompletionsItselfWhenItEnds) {
   drain();
 }
 
+// A thread's own ring registers the DataArena's chunks too (when it next submits): a
+// request on an arena buffer is fixed there as well; one on the heap is not.
+TEST_F(LocalRingTest, ArenaBuffersAreFixedOnTheThreadsOwnRing) {
+  DataArena::shared().allow(8 << 20);
+  AlignedBuffer out = AlignedBuffer::from_arena(kBlock);
+  AlignedBuffer in = AlignedBuffer::from_arena(kBlock);
+  ASSERT_TRUE(out.in_arena() && in.in_arena()) << "the arena must have room";
+  AlignedBuffer heap(kBlock);
+  std::memset(out.data(), 0x5a, kBlock);
+  const uint64_t local_before = LocalRing::requests();
+  const uint64_t fixed_before = LocalRing::fixed_requests();
+  Outcome wrote, read, read_heap;
+  {
+    LocalRing::Reaper reaper;
+    LocalRing::Capture capture;
+    member_->submit(request(MemberOp::write, 7, out, wrote));
+  }
+  {
+    LocalRing::Reaper reaper;
+    LocalRing::Capture capture;
+    member_->submit(request(MemberOp::read, 7, in, read));
+    member_->submit(request(MemberOp::read, 7, heap, read_heap));
+  }
+  EXPECT_EQ(wrote.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(read.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(read_heap.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(std::memcmp(in.data(), out.data(), kBlock), 0);
+  EXPECT_EQ(std::memcmp(heap.data(), out.data(), kBlock), 0);
+  EXPECT_EQ(LocalRing::requests() - local_before, 3u);
+  EXPECT_EQ(LocalRing::fixed_requests() - fixed_before, 2u) << "the two arena requests";
+  drain();
+}
+
 TEST_F(LocalRingTest, WhatACompletionSubmitsIsReapedBeforeTheReaperEnds) {
   AlignedBuffer out(kBlock), in(kBlock);
   std::memset(out.data(), 0x3c, kBlock);
