@@ -8,6 +8,10 @@
 //             the measuring thread waits for the completion callback,
 //   local     FileMember::submit inside a LocalRing::Reaper and Capture, as a FUSE worker
 //             alone reads a member: on the thread's own ring, reaped by it (queue depth 1).
+// The engine and local ways run twice: into heap buffers (every request pins its pages), and
+// into buffers from the DataArena, which the rings have registered (fixed-buffer requests,
+// as the daemon's file data). And 1 MiB sequential reads through the engine, both ways, with
+// the process's CPU time per GiB: pinning costs per page, so it shows most there.
 // The device is a loop device over a file in --dir (direct I/O off, as fs_bench's btrfs
 // members; tests/mounted's LoopDevice, LOOP_CONFIGURE with autoclear), detached once the
 // benchmark closes it, or an existing one given with --device, which is only read.
@@ -15,6 +19,7 @@
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -22,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "bench/bench_util.hpp"
 #include "mounted/loop_device.hpp"
@@ -33,6 +39,16 @@ namespace stripefs::bench {
 namespace {
 
 constexpr uint64_t kRead = 4096;
+constexpr uint64_t kLarge = 1 << 20;
+constexpr unsigned kLargeDepth = 4;
+
+// User and system time of the whole process (the engine's thread included).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
 
 // A new file of `size` bytes in `dir`, written (not sparse: every read then copies real
 // pages, as a device's would), removed on destruction; with a loop device over it
@@ -157,16 +173,16 @@ Result<double> local_pass(Member& member, const std::vector<uint64_t>& at, std::
 }
 
 Result<double> engine_pass(Member& member, const std::vector<uint64_t>& at, unsigned depth,
-                           std::byte* buffers) {
+                           std::byte* buffers, uint64_t bytes = kRead) {
   Result<void> r;
   const double seconds = time_it([&] {
     r = run_queued(at.size(), depth, [&](uint64_t i, std::function<void(Result<void>)> done) {
       MemberRequest request;
       request.op = MemberOp::read;
       request.offset = at[i];
-      request.iov.push_back({buffers + (i % depth) * kRead, kRead});
-      request.done = [done = std::move(done)](int64_t n) {
-        done(n == static_cast<int64_t>(kRead)
+      request.iov.push_back({buffers + (i % depth) * bytes, bytes});
+      request.done = [done = std::move(done), bytes](int64_t n) {
+        done(n == static_cast<int64_t>(bytes)
                  ? Result<void>()
                  : fail(n < 0 ? static_cast<int>(-n) : EIO, "engine: a read failed"));
       };
@@ -221,9 +237,24 @@ int run_ring_bench(const RingBenchOptions& options) {
     return report(Error{-rc, fmt::format("io_uring_queue_init: {}", std::strerror(-rc))});
   }
   AlignedBuffer buffers(options.depth * kRead);
+  AlignedBuffer large(kLargeDepth * kLarge);
+  DataArena::shared().allow(8u << 20);
+  AlignedBuffer fixed = AlignedBuffer::from_arena(options.depth * kRead);
+  AlignedBuffer fixed_large = AlignedBuffer::from_arena(kLargeDepth * kLarge);
+  if (!fixed.in_arena() || !fixed_large.in_arena()) {
+    ::close(fd);
+    io_uring_queue_exit(&ring);
+    return report(Error{ENOMEM, "no room in the data arena"});
+  }
   const uint64_t device_size = (*member)->size();
+  std::vector<uint64_t> sequential;
+  for (uint64_t o = 0; o + kLarge <= device_size; o += kLarge) sequential.push_back(o);
 
   std::vector<double> pread_us, own1_us, engine1_us, local1_us, ownq_iops, engineq_iops;
+  std::vector<double> engine1_fixed_us, local1_fixed_us, engineq_fixed_iops;
+  std::vector<double> large_mibs, large_cpu, large_fixed_mibs, large_fixed_cpu;
+  const uint64_t fixed_before = (*engine)->stats().fixed_requests;
+  const uint64_t local_fixed_before = LocalRing::fixed_requests();
   std::optional<Error> error;
   for (unsigned pass = 0; pass < options.repeat && !error; ++pass) {
     const auto at = offsets(device_size, options.reads, pass + 1);
@@ -237,7 +268,10 @@ int run_ring_bench(const RingBenchOptions& options) {
     };
     take(pread_pass(fd, at, buffers.data()), pread_us, true);
     take(own_ring_pass(ring, fd, at, 1, buffers.data()), own1_us, true);
-    take(engine_pass(**member, at, 1, buffers.data()), engine1_us, true);
+    // Heap and arena alternate which goes first, so neither always follows the same pass.
+    if (pass % 2 == 0) take(engine_pass(**member, at, 1, buffers.data()), engine1_us, true);
+    take(engine_pass(**member, at, 1, fixed.data()), engine1_fixed_us, true);
+    if (pass % 2 == 1) take(engine_pass(**member, at, 1, buffers.data()), engine1_us, true);
     const uint64_t local_before = LocalRing::requests();
     take(local_pass(**member, at, buffers.data()), local1_us, true);
     if (!error && LocalRing::requests() - local_before != at.size()) {
@@ -245,7 +279,25 @@ int run_ring_bench(const RingBenchOptions& options) {
     }
     take(own_ring_pass(ring, fd, at, options.depth, buffers.data()), ownq_iops, false);
     take(engine_pass(**member, at, options.depth, buffers.data()), engineq_iops, false);
+    take(local_pass(**member, at, fixed.data()), local1_fixed_us, true);
+    take(engine_pass(**member, at, options.depth, fixed.data()), engineq_fixed_iops, false);
+    // 1 MiB reads of the whole device, heap then arena: throughput and CPU per GiB.
+    for (auto [into, cpu, base] : {std::tuple{&large_mibs, &large_cpu, large.data()},
+                                   std::tuple{&large_fixed_mibs, &large_fixed_cpu,
+                                              fixed_large.data()}}) {
+      const double cpu_start = cpu_seconds();
+      auto seconds = engine_pass(**member, sequential, kLargeDepth, base, kLarge);
+      const double gib = static_cast<double>(sequential.size() * kLarge) / (1u << 30);
+      if (!seconds) {
+        if (!error) error = seconds.error();
+        break;
+      }
+      into->push_back(gib * 1024 / *seconds);
+      cpu->push_back((cpu_seconds() - cpu_start) / gib);
+    }
   }
+  const uint64_t fixed_requests = (*engine)->stats().fixed_requests - fixed_before;
+  const uint64_t local_fixed = LocalRing::fixed_requests() - local_fixed_before;
   io_uring_queue_exit(&ring);
   ::close(fd);
   if (error) return report(*error);
@@ -260,6 +312,29 @@ int run_ring_bench(const RingBenchOptions& options) {
   result("ring_own_ring_4k_" + qd, median(ownq_iops), "IOPS");
   result("ring_engine_4k_" + qd, median(engineq_iops), "IOPS");
   result("ring_engine_vs_own_ring_" + qd, median(engineq_iops) / median(ownq_iops), "x");
+  result("ring_engine_fixed_4k_qd1", median(engine1_fixed_us), "us");
+  result("ring_engine_fixed_vs_heap_qd1_latency", median(engine1_fixed_us) / median(engine1_us),
+         "x");
+  result("ring_local_fixed_4k_qd1", median(local1_fixed_us), "us");
+  result("ring_local_fixed_vs_heap_qd1_latency", median(local1_fixed_us) / median(local1_us),
+         "x");
+  result("ring_engine_fixed_4k_" + qd, median(engineq_fixed_iops), "IOPS");
+  result("ring_engine_fixed_vs_heap_" + qd, median(engineq_fixed_iops) / median(engineq_iops),
+         "x");
+  result("ring_engine_1m_qd4", median(large_mibs), "MiB/s");
+  result("ring_engine_fixed_1m_qd4", median(large_fixed_mibs), "MiB/s");
+  result("ring_engine_1m_cpu", median(large_cpu), "s/GiB");
+  result("ring_engine_fixed_1m_cpu", median(large_fixed_cpu), "s/GiB");
+  result("ring_engine_fixed_vs_heap_1m_cpu", median(large_fixed_cpu) / median(large_cpu), "x");
+  // Every request on arena buffers must have gone out fixed, or the figures compare nothing.
+  const uint64_t expected = options.repeat * (options.reads * 3 + sequential.size());
+  result("ring_fixed_requests", static_cast<double>(fixed_requests + local_fixed));
+  if (fixed_requests + local_fixed < expected) {
+    std::fprintf(stderr, "stripefs-bench: %llu fixed-buffer requests, expected %llu\n",
+                 static_cast<unsigned long long>(fixed_requests + local_fixed),
+                 static_cast<unsigned long long>(expected));
+    return 1;
+  }
   const IoEngineStats stats = (*engine)->stats();
   result("ring_engine_requests_per_submit",
          stats.submit_calls

@@ -54,6 +54,15 @@ TEST(IostatView, RatiosOfTheBytesWritten) {
   EXPECT_DOUBLE_EQ(s["io"]["fixed_fraction"].get<double>(), 0.4);
 }
 
+// Requests on the workers' own rings count with the engine's: 4 + 26 fixed of 10 + 30.
+TEST(IostatView, TheFixedFractionCountsTheWorkersRingsToo) {
+  json s = answer(0, 0, 0, 0);
+  s["io"]["local_ring_requests"] = 30;
+  s["io"]["local_ring_fixed_requests"] = 26;
+  add_iostat_ratios(s);
+  EXPECT_DOUBLE_EQ(s["io"]["fixed_fraction"].get<double>(), 0.75);
+}
+
 TEST(IostatView, NothingWrittenGivesZeroRatios) {
   json s = answer(0, 0, 0, 0);
   s["io"]["engine_requests"] = 0;
