@@ -3,7 +3,7 @@
 #include <sanitizer/asan_interface.h>
 #include <sys/mman.h>
 
-#include <bit>
+#include <algorithm>
 #include <cstring>
 
 #include "raid/log.hpp"
@@ -14,9 +14,13 @@ namespace {
 constexpr size_t kPagesPerChunk = DataArena::kChunkBytes / DataArena::kPageBytes;
 constexpr size_t kWords = kPagesPerChunk / 64;
 constexpr size_t kHugePage = 2u << 20;
+constexpr size_t kLargeUnit = 16;  // pages: large buffers are 64 KiB multiples
 
-bool page_used(const std::vector<uint64_t>& used, size_t page) {
-  return (used[page / 64] >> (page % 64)) & 1;
+// Whether pages [first, first + unit) are all free; `unit` divides 64 and `first` is a
+// multiple of it, so they share one word.
+bool unit_free(const std::vector<uint64_t>& used, size_t first, size_t unit) {
+  const uint64_t mask = unit == 64 ? ~uint64_t{0} : ((uint64_t{1} << unit) - 1);
+  return ((used[first / 64] >> (first % 64)) & mask) == 0;
 }
 
 void mark(std::vector<uint64_t>& used, size_t first, size_t pages, bool in_use) {
@@ -76,27 +80,29 @@ bool DataArena::grow() {
   used_.emplace_back(kWords, 0);
   runs_.emplace_back(kPagesPerChunk, 0);
   free_pages_.push_back(kPagesPerChunk);
+  unit_.push_back(0);
   chunks_.store(n + 1, std::memory_order_release);
   return true;
 }
 
-// First fit among the chunk's free runs.
-std::byte* DataArena::take(unsigned chunk, size_t pages) {
+// First fit among the chunk's free runs of `unit`-page units; `pages` is a multiple of `unit`.
+std::byte* DataArena::take(unsigned chunk, size_t pages, size_t unit) {
   if (free_pages_[chunk] < pages) return nullptr;
   std::vector<uint64_t>& used = used_[chunk];
   size_t run = 0;
-  for (size_t p = 0; p < kPagesPerChunk; ++p) {
+  for (size_t p = 0; p < kPagesPerChunk; p += unit) {
     if (p % 64 == 0 && used[p / 64] == ~uint64_t{0}) {  // a full word: skip it
       run = 0;
-      p += 63;
+      p += 64 - unit;
       continue;
     }
-    run = page_used(used, p) ? 0 : run + 1;
+    run = unit_free(used, p, unit) ? run + unit : 0;
     if (run == pages) {
-      const size_t first = p + 1 - pages;
+      const size_t first = p + unit - pages;
       mark(used, first, pages, true);
       runs_[chunk][first] = static_cast<uint16_t>(pages);
       free_pages_[chunk] -= pages;
+      unit_[chunk] = unit;
       return chunk_base(chunk) + first * kPageBytes;
     }
   }
@@ -104,17 +110,24 @@ std::byte* DataArena::take(unsigned chunk, size_t pages) {
 }
 
 std::byte* DataArena::allocate(size_t bytes) {
-  const size_t pages = (std::max<size_t>(bytes, 1) + kPageBytes - 1) / kPageBytes;
+  size_t pages = (std::max<size_t>(bytes, 1) + kPageBytes - 1) / kPageBytes;
+  const size_t unit = pages >= kLargeUnit ? kLargeUnit : 1;
+  pages = (pages + unit - 1) / unit * unit;
   std::lock_guard lock(mutex_);
   if (pages > kPagesPerChunk) {
     ++refused_;
     return nullptr;
   }
+  // Chunks of the same kind first, then empty ones, then a new one.
   std::byte* found = nullptr;
-  for (unsigned c = 0; c < chunks_.load(std::memory_order_relaxed) && found == nullptr; ++c) {
-    found = take(c, pages);
+  const unsigned n = chunks_.load(std::memory_order_relaxed);
+  for (unsigned c = 0; c < n && found == nullptr; ++c) {
+    if (unit_[c] == unit) found = take(c, pages, unit);
   }
-  if (found == nullptr && grow()) found = take(chunks_.load(std::memory_order_relaxed) - 1, pages);
+  for (unsigned c = 0; c < n && found == nullptr; ++c) {
+    if (unit_[c] == 0) found = take(c, pages, unit);
+  }
+  if (found == nullptr && grow()) found = take(n, pages, unit);
   if (found == nullptr) {
     ++refused_;
     return nullptr;
@@ -134,6 +147,7 @@ void DataArena::release(std::byte* data) {
   mark(used_[chunk], first, pages, false);
   runs_[chunk][first] = 0;
   free_pages_[chunk] += pages;
+  if (free_pages_[chunk] == kPagesPerChunk) unit_[chunk] = 0;  // empty: either kind again
   bytes_in_use_ -= pages * kPageBytes;
   ASAN_POISON_MEMORY_REGION(data, pages * kPageBytes);
 }

@@ -74,8 +74,8 @@ class DataArena {
   DataArenaStats stats() const;
 
  private:
-  bool grow();                                    // under mutex_
-  std::byte* take(unsigned chunk, size_t pages);  // under mutex_
+  bool grow();                                                 // under mutex_
+  std::byte* take(unsigned chunk, size_t pages, size_t unit);  // under mutex_
 
   unsigned max_chunks_;
   void* reserved_ = nullptr;   // the mapping: max_chunks_ chunks and 2 MiB to align them
@@ -84,10 +84,13 @@ class DataArena {
   mutable std::mutex mutex_;
   size_t limit_chunks_ = 0;
   // Per chunk: one bit per page (set: in use), and at the first page of each allocation its
-  // length in pages.
+  // length in pages. A chunk holds buffers of one kind while it holds any: small ones (under
+  // 64 KiB, in pages) or large ones (in 64 KiB units), so that the small buffers the pools
+  // keep for long do not break up the room large ones need.
   std::vector<std::vector<uint64_t>> used_;
   std::vector<std::vector<uint16_t>> runs_;
   std::vector<size_t> free_pages_;  // per chunk: a chunk with fewer is not searched
+  std::vector<size_t> unit_;        // per chunk: 1 (small), 16 (large) or 0 (empty, either)
   uint64_t bytes_in_use_ = 0;
   uint64_t allocations_ = 0;
   uint64_t refused_ = 0;

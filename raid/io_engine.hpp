@@ -111,7 +111,7 @@ class IoEngine {
   unsigned in_flight_ = 0;
   RingBuffers arena_;  // the DataArena's chunks in this ring
 
-  std::mutex regions_mutex_;  // guards regions_ (read per single-segment request)
+  std::mutex regions_mutex_;  // guards regions_ (read per request not in the arena)
   std::array<Region, kMaxRegisteredBuffers> regions_{};  // length 0: free slot
 
   std::atomic<uint64_t> requests_{0};

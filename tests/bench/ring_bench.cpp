@@ -282,9 +282,9 @@ int run_ring_bench(const RingBenchOptions& options) {
     take(local_pass(**member, at, fixed.data()), local1_fixed_us, true);
     take(engine_pass(**member, at, options.depth, fixed.data()), engineq_fixed_iops, false);
     // 1 MiB reads of the whole device, heap then arena: throughput and CPU per GiB.
-    for (auto [into, cpu, base] : {std::tuple{&large_mibs, &large_cpu, large.data()},
-                                   std::tuple{&large_fixed_mibs, &large_fixed_cpu,
-                                              fixed_large.data()}}) {
+    for (auto [into, cpu, base] :
+         {std::tuple{&large_mibs, &large_cpu, large.data()},
+          std::tuple{&large_fixed_mibs, &large_fixed_cpu, fixed_large.data()}}) {
       const double cpu_start = cpu_seconds();
       auto seconds = engine_pass(**member, sequential, kLargeDepth, base, kLarge);
       const double gib = static_cast<double>(sequential.size() * kLarge) / (1u << 30);
@@ -316,11 +316,9 @@ int run_ring_bench(const RingBenchOptions& options) {
   result("ring_engine_fixed_vs_heap_qd1_latency", median(engine1_fixed_us) / median(engine1_us),
          "x");
   result("ring_local_fixed_4k_qd1", median(local1_fixed_us), "us");
-  result("ring_local_fixed_vs_heap_qd1_latency", median(local1_fixed_us) / median(local1_us),
-         "x");
+  result("ring_local_fixed_vs_heap_qd1_latency", median(local1_fixed_us) / median(local1_us), "x");
   result("ring_engine_fixed_4k_" + qd, median(engineq_fixed_iops), "IOPS");
-  result("ring_engine_fixed_vs_heap_" + qd, median(engineq_fixed_iops) / median(engineq_iops),
-         "x");
+  result("ring_engine_fixed_vs_heap_" + qd, median(engineq_fixed_iops) / median(engineq_iops), "x");
   result("ring_engine_1m_qd4", median(large_mibs), "MiB/s");
   result("ring_engine_fixed_1m_qd4", median(large_fixed_mibs), "MiB/s");
   result("ring_engine_1m_cpu", median(large_cpu), "s/GiB");

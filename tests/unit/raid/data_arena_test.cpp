@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace stripefs {
@@ -96,14 +98,74 @@ TEST(DataArena, RefusesWhatNoChunkCanHold) {
   DataArena arena(2);
   arena.allow(2 * kChunk);
   EXPECT_EQ(arena.allocate(kChunk + 1), nullptr);
-  std::byte* most = arena.allocate(kChunk - kPage);
+  std::byte* most = arena.allocate(kChunk - kPage);  // in 64 KiB units: the whole chunk
   ASSERT_NE(most, nullptr);
-  // Two pages fit neither in the first chunk's last page nor across chunks: a second chunk.
+  // Two pages fit neither in what is left of the first chunk nor across chunks: a second one.
   std::byte* two = arena.allocate(2 * kPage);
   ASSERT_NE(two, nullptr);
   EXPECT_EQ(arena.chunk_of(two, 2 * kPage, arena.chunks()), 1);
   arena.release(most);
   arena.release(two);
+}
+
+// Small buffers (under 64 KiB), which pools keep for long, do not take room in the chunks
+// large ones use; a chunk emptied of one kind takes either again.
+TEST(DataArena, SmallAndLargeBuffersKeepToTheirOwnChunks) {
+  DataArena arena(2);
+  arena.allow(2 * kChunk);
+  std::byte* small = arena.allocate(kPage);
+  std::byte* large = arena.allocate(1u << 20);
+  std::byte* small2 = arena.allocate(2 * kPage);
+  ASSERT_TRUE(small && large && small2);
+  EXPECT_EQ(arena.chunk_of(small, kPage, 2), 0);
+  EXPECT_EQ(arena.chunk_of(large, 1u << 20, 2), 1) << "not beside the small ones";
+  EXPECT_EQ(arena.chunk_of(small2, 2 * kPage, 2), 0);
+  arena.release(small);
+  arena.release(small2);
+  std::byte* rest = arena.allocate(3u << 20);
+  ASSERT_NE(rest, nullptr);
+  EXPECT_EQ(arena.chunk_of(rest, 3u << 20, 2), 1) << "a chunk of its kind first";
+  std::byte* whole = arena.allocate(kChunk);
+  ASSERT_NE(whole, nullptr) << "the emptied chunk takes a large buffer";
+  EXPECT_EQ(arena.chunk_of(whole, kChunk, 2), 0);
+  for (std::byte* p : {large, rest, whole}) arena.release(p);
+  EXPECT_EQ(arena.stats().bytes_in_use, 0u);
+}
+
+// Threads allocating and releasing at once each keep their bytes: every buffer is filled
+// with its owner's mark and checked before it goes back.
+TEST(DataArena, ThreadsAtOnceNeverShareBytes) {
+  DataArena arena(4);
+  arena.allow(4 * kChunk);
+  std::vector<std::thread> threads;
+  std::atomic<int> overlaps{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) + 1);
+      std::vector<Taken> held;
+      for (int i = 0; i < 3000; ++i) {
+        if (held.size() < 8) {
+          const size_t bytes = rng() % 2 ? kPage * (1 + rng() % 15) : (64u << 10) * (1 + rng() % 8);
+          if (std::byte* p = arena.allocate(bytes)) {
+            std::memset(p, t + 1, bytes);
+            held.push_back({p, bytes});
+          }
+          continue;
+        }
+        const size_t k = rng() % held.size();
+        if (std::count(held[k].data, held[k].data + held[k].bytes, std::byte(t + 1)) !=
+            static_cast<ptrdiff_t>(held[k].bytes)) {
+          ++overlaps;
+        }
+        arena.release(held[k].data);
+        held.erase(held.begin() + static_cast<ptrdiff_t>(k));
+      }
+      for (const Taken& h : held) arena.release(h.data);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(arena.stats().bytes_in_use, 0u);
 }
 
 TEST(DataArena, ChunkOfNamesOnlyRangesInsideOneCountedChunk) {
