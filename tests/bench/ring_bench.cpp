@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -211,8 +212,8 @@ int run_ring_bench(const RingBenchOptions& options) {
   std::unique_ptr<BackedLoop> loop;
   std::string path = options.device;
   if (path.empty()) {
-    if (options.size < 16 * kRead) {
-      std::fprintf(stderr, "stripefs-bench: --size must be at least 64K\n");
+    if (options.size < kLarge) {
+      std::fprintf(stderr, "stripefs-bench: --size must be at least 1M\n");
       return 2;
     }
     auto made = BackedLoop::create(options.dir, options.size);
@@ -247,6 +248,12 @@ int run_ring_bench(const RingBenchOptions& options) {
     return report(Error{ENOMEM, "no room in the data arena"});
   }
   const uint64_t device_size = (*member)->size();
+  if (device_size < kLarge) {
+    ::close(fd);
+    io_uring_queue_exit(&ring);
+    std::fprintf(stderr, "stripefs-bench: %s is smaller than 1 MiB\n", path.c_str());
+    return 2;
+  }
   std::vector<uint64_t> sequential;
   for (uint64_t o = 0; o + kLarge <= device_size; o += kLarge) sequential.push_back(o);
 
@@ -281,10 +288,13 @@ int run_ring_bench(const RingBenchOptions& options) {
     take(engine_pass(**member, at, options.depth, buffers.data()), engineq_iops, false);
     take(local_pass(**member, at, fixed.data()), local1_fixed_us, true);
     take(engine_pass(**member, at, options.depth, fixed.data()), engineq_fixed_iops, false);
-    // 1 MiB reads of the whole device, heap then arena: throughput and CPU per GiB.
-    for (auto [into, cpu, base] :
-         {std::tuple{&large_mibs, &large_cpu, large.data()},
-          std::tuple{&large_fixed_mibs, &large_fixed_cpu, fixed_large.data()}}) {
+    // 1 MiB reads of the whole device, heap and arena (alternating which goes first):
+    // throughput and CPU per GiB.
+    using Way = std::tuple<std::vector<double>*, std::vector<double>*, std::byte*>;
+    std::array<Way, 2> ways{Way{&large_mibs, &large_cpu, large.data()},
+                            Way{&large_fixed_mibs, &large_fixed_cpu, fixed_large.data()}};
+    if (pass % 2 == 1) std::swap(ways[0], ways[1]);
+    for (auto [into, cpu, base] : ways) {
       const double cpu_start = cpu_seconds();
       auto seconds = engine_pass(**member, sequential, kLargeDepth, base, kLarge);
       const double gib = static_cast<double>(sequential.size() * kLarge) / (1u << 30);
