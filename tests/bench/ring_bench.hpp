@@ -16,7 +16,9 @@ struct RingBenchOptions {
 
 // 4 KiB random reads of one block device (a loop device over a file in `dir`, made and
 // removed by the benchmark) through a FileMember on the IoEngine, against the same reads
-// done by the measuring thread itself: pread(2) with O_DIRECT, and its own io_uring ring.
+// done by the measuring thread itself: pread(2) with O_DIRECT, and its own io_uring ring;
+// and the engine's and a local ring's reads into heap against registered (arena) buffers,
+// 4 KiB and 1 MiB.
 int run_ring_bench(const RingBenchOptions& options);
 
 }  // namespace stripefs::bench
