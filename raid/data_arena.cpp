@@ -133,7 +133,6 @@ std::byte* DataArena::allocate(size_t bytes) {
     return nullptr;
   }
   bytes_in_use_ += pages * kPageBytes;
-  ++allocations_;
   ASAN_UNPOISON_MEMORY_REGION(found, pages * kPageBytes);
   return found;
 }
@@ -154,8 +153,7 @@ void DataArena::release(std::byte* data) {
 
 DataArenaStats DataArena::stats() const {
   std::lock_guard lock(mutex_);
-  return DataArenaStats{chunks_.load(std::memory_order_relaxed), bytes_in_use_, allocations_,
-                        refused_};
+  return DataArenaStats{chunks_.load(std::memory_order_relaxed), bytes_in_use_, refused_};
 }
 
 }  // namespace stripefs

@@ -29,8 +29,7 @@ namespace stripefs {
 struct DataArenaStats {
   uint64_t chunks = 0;        // chunks mapped (each kChunkBytes)
   uint64_t bytes_in_use = 0;  // allocated and not yet released
-  uint64_t allocations = 0;   // buffers given out since the process started
-  uint64_t refused = 0;       // asks that went to the heap: the arena was full or at its limit
+  uint64_t refused = 0;       // asks that went to the heap: no room, the limit, or over a chunk
 };
 
 class DataArena {
@@ -92,7 +91,6 @@ class DataArena {
   std::vector<size_t> free_pages_;  // per chunk: a chunk with fewer is not searched
   std::vector<size_t> unit_;        // per chunk: 1 (small), 16 (large) or 0 (empty, either)
   uint64_t bytes_in_use_ = 0;
-  uint64_t allocations_ = 0;
   uint64_t refused_ = 0;
 };
 
