@@ -150,7 +150,7 @@ void Filesystem::tick() {
     for (auto& [ino, inode] : *table_) {
       if (inode->cache.dirty_bytes() == 0) continue;  // nothing to scan (all frozen, or clean)
       // The oldest dirty range may have become dirty after t.
-      if (auto since = inode->cache.oldest_dirty(); since && *since + delay <= t) {
+      if (t >= delay && inode->cache.dirty_before(t - delay)) {
         (void)start_writeback(*inode, 0, UINT64_MAX, lock);
       }
     }

@@ -48,6 +48,7 @@ std::vector<ByteRun> FileCache::insert(uint64_t offset, uint64_t length,
                                       .job = 0,
                                       .since = since});
   dirty_bytes_ += length;
+  since_bound_ = std::min(since_bound_, since);
   return replaced;
 }
 
@@ -157,6 +158,13 @@ std::optional<uint64_t> FileCache::oldest_dirty() const {
     if (!range.in_flight && (!oldest || range.since < *oldest)) oldest = range.since;
   }
   return oldest;
+}
+
+bool FileCache::dirty_before(uint64_t t) {
+  if (dirty_bytes_ == 0 || since_bound_ > t) return false;
+  const std::optional<uint64_t> oldest = oldest_dirty();
+  since_bound_ = oldest.value_or(UINT64_MAX);
+  return oldest && *oldest <= t;
 }
 
 uint64_t FileCache::end() const {

@@ -82,8 +82,15 @@ class FileCache {
   // as a range starts at most `max_before` bytes before `offset` (a stream's earlier ranges
   // have gone to writeback already). nullopt when no range starts at `offset`.
   std::optional<ByteRun> dirty_run_around(uint64_t offset, uint64_t end, uint64_t max_before) const;
-  // When the oldest dirty range became dirty; nullopt when nothing is dirty.
+  // When the oldest dirty range became dirty; nullopt when nothing is dirty. Walks every
+  // range.
   std::optional<uint64_t> oldest_dirty() const;
+  // Whether a dirty range became dirty at or before `t`. What the filesystem's tick asks of
+  // every file five times a second, under its lock: it walks the ranges (oldest_dirty) only
+  // when the oldest time ever inserted since its last walk is at or before `t`, so a file of
+  // many ranges (random writes into a large cache) is walked about once per writeback delay,
+  // not at every tick.
+  bool dirty_before(uint64_t t);
 
   bool empty() const { return ranges_.empty(); }
   uint64_t dirty_bytes() const { return dirty_bytes_; }
@@ -94,6 +101,7 @@ class FileCache {
  private:
   std::map<uint64_t, CachedRange> ranges_;  // by file offset; non-overlapping
   uint64_t dirty_bytes_ = 0;                // in ranges_, not frozen
+  uint64_t since_bound_ = UINT64_MAX;       // at or before every dirty range's `since`
 };
 
 }  // namespace stripefs::fs

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
+#include <vector>
 
 namespace stripefs::fs {
 namespace {
@@ -147,8 +150,11 @@ TEST(FileCache, OldestDirtyIgnoresFrozenRanges) {
   EXPECT_EQ(cache.oldest_dirty(), 70u);
 }
 
-// Against a model of every block: random inserts, drops, freezes and job completions, then
-// the cache must show exactly the model's newest bytes and count its dirty blocks.
+// Against a model of every block: random inserts, drops, freezes (taking or skipping what
+// they are shown) and job completions, then the cache must show exactly the model's newest
+// bytes, count its dirty blocks, know the oldest dirty one, and show freeze() only dirty
+// ranges. dirty_before() must agree with the model at any time asked, however its bound
+// has aged.
 TEST(FileCache, MatchesABlockModel) {
   constexpr uint64_t kBlocks = 64;
   struct Block {
@@ -156,59 +162,82 @@ TEST(FileCache, MatchesABlockModel) {
     uint8_t tag = 0;  // the byte the newest data holds
     bool frozen = false;
     uint64_t job = 0;
+    uint64_t since = 0;
   };
   std::mt19937_64 rng(42);
   FileCache cache;
   std::vector<Block> model(kBlocks);
+  std::map<uint64_t, std::vector<ByteRun>> jobs;  // what each job froze, until it completes
   uint64_t next_job = 1;
   uint8_t next_tag = 1;
-  for (int step = 0; step < 5000; ++step) {
+  for (int step = 0; step < 20000; ++step) {
     const uint64_t a = rng() % kBlocks, n = 1 + rng() % 8, b = std::min(kBlocks, a + n);
     switch (rng() % 4) {
-      case 0: {  // write
+      case 0: {  // write; now and then at an earlier time than the newest (another clock)
         const uint8_t tag = next_tag++;
+        const uint64_t since = rng() % 8 == 0 ? rng() % (step + 1) : static_cast<uint64_t>(step);
         auto buf = std::make_shared<AlignedBuffer>((b - a) * kB);
         std::memset(buf->data(), tag, buf->size());
-        cache.insert(a * kB, (b - a) * kB, buf, 0, static_cast<uint64_t>(step));
-        for (uint64_t i = a; i < b; ++i) model[i] = {true, tag, false, 0};
+        cache.insert(a * kB, (b - a) * kB, buf, 0, since);
+        for (uint64_t i = a; i < b; ++i) model[i] = {true, tag, false, 0, since};
         break;
       }
       case 1:  // truncate or punch
         cache.drop(a * kB, b * kB);
         for (uint64_t i = a; i < b; ++i) model[i] = {};
         break;
-      case 2: {  // writeback of [a, b)
+      case 2: {  // writeback of [a, b), taking some of what it is shown
         const uint64_t job = next_job++;
-        cache.freeze(a * kB, b * kB, job,
-                     [](uint64_t, const CachedRange&) { return FileCache::Freeze::take; });
-        for (uint64_t i = a; i < b; ++i) {
-          if (model[i].cached && !model[i].frozen) {
+        const bool take_all = rng() % 2 == 0;
+        cache.freeze(a * kB, b * kB, job, [&](uint64_t start, const CachedRange& r) {
+          EXPECT_FALSE(r.in_flight) << "freeze shows only dirty ranges";
+          EXPECT_GE(start, a * kB);
+          EXPECT_LE(start + r.length, b * kB);
+          if (!take_all && rng() % 2 == 0) return FileCache::Freeze::skip;
+          jobs[job].emplace_back(start, start + r.length);
+          for (uint64_t i = start / kB; i < (start + r.length) / kB; ++i) {
+            EXPECT_TRUE(model[i].cached && !model[i].frozen) << "block " << i;
             model[i].frozen = true;
             model[i].job = job;
+          }
+          return FileCache::Freeze::take;
+        });
+        if (take_all) {
+          for (uint64_t i = a; i < b; ++i) {
+            ASSERT_TRUE(!model[i].cached || model[i].frozen) << "block " << i << " step " << step;
           }
         }
         break;
       }
       case 3: {  // a job completes
-        if (next_job == 1) break;
-        const uint64_t job = 1 + rng() % (next_job - 1);
-        cache.release_job(job, 0, UINT64_MAX);
+        if (jobs.empty()) break;
+        auto it = std::next(jobs.begin(), static_cast<long>(rng() % jobs.size()));
+        cache.release_job(it->first, 0, UINT64_MAX);
         for (Block& m : model) {
-          if (m.frozen && m.job == job) m = {};
+          if (m.frozen && m.job == it->first) m = {};
         }
+        jobs.erase(it);
         break;
       }
     }
     uint64_t dirty = 0;
-    for (const Block& m : model) dirty += m.cached && !m.frozen ? kB : 0;
+    std::optional<uint64_t> oldest;
+    for (const Block& m : model) {
+      if (!m.cached || m.frozen) continue;
+      dirty += kB;
+      if (!oldest || m.since < *oldest) oldest = m.since;
+    }
     ASSERT_EQ(cache.dirty_bytes(), dirty) << "step " << step;
+    ASSERT_EQ(cache.oldest_dirty(), oldest) << "step " << step;
+    const uint64_t t = rng() % (step + 2);
+    ASSERT_EQ(cache.dirty_before(t), oldest && *oldest <= t) << "t " << t << " step " << step;
     std::vector<Block> seen(kBlocks);
     cache.split(
         0, kBlocks * kB,
         [&](uint64_t start, uint64_t length, const CachedRange& r, uint64_t into) {
           for (uint64_t off = 0; off < length; off += kB) {
             Block& s = seen[(start + off) / kB];
-            s = {true, first_byte(r, into + off), r.in_flight, r.job};
+            s = {true, first_byte(r, into + off), r.in_flight, r.job, r.since};
           }
         },
         [](uint64_t, uint64_t) {});
@@ -217,6 +246,7 @@ TEST(FileCache, MatchesABlockModel) {
       if (!model[i].cached) continue;
       ASSERT_EQ(seen[i].tag, model[i].tag) << "block " << i << " step " << step;
       ASSERT_EQ(seen[i].frozen, model[i].frozen) << "block " << i << " step " << step;
+      ASSERT_EQ(seen[i].since, model[i].since) << "block " << i << " step " << step;
       if (model[i].frozen) {
         ASSERT_EQ(seen[i].job, model[i].job);
       }
