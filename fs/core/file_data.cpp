@@ -157,9 +157,12 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
         [&](uint64_t a, uint64_t b) { need += (b - a) - inode.delalloc.count(a, b); });
     return need;
   };
-  if (auto r = ensure_space(needed(), lock); !r) return r;
-  // The lock may have been dropped: promise what is unmapped now, and check it still fits.
-  const uint64_t need = needed();
+  uint64_t need = needed();
+  if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
+    if (auto r = ensure_space(need, lock); !r) return r;
+    // The lock may have been dropped: promise what is unmapped now, and check it still fits.
+    need = needed();
+  }
   if (need == 0) return {};
   if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
     return fail(ENOSPC, "no space left on the filesystem");
