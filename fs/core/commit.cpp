@@ -149,7 +149,7 @@ void Filesystem::tick() {
     const uint64_t delay = static_cast<uint64_t>(options_.writeback_delay_s * 1e9);
     for (auto& [ino, inode] : *table_) {
       if (inode->cache.dirty_bytes() == 0) continue;  // nothing to scan (all frozen, or clean)
-      // The oldest dirty range may have become dirty after t.
+      // Written back once its oldest dirty range is older than the delay.
       if (t >= delay && inode->cache.dirty_before(t - delay)) {
         (void)start_writeback(*inode, 0, UINT64_MAX, lock);
       }

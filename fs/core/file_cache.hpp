@@ -86,10 +86,12 @@ class FileCache {
   // range.
   std::optional<uint64_t> oldest_dirty() const;
   // Whether a dirty range became dirty at or before `t`. What the filesystem's tick asks of
-  // every file five times a second, under its lock: it walks the ranges (oldest_dirty) only
-  // when the oldest time ever inserted since its last walk is at or before `t`, so a file of
-  // many ranges (random writes into a large cache) is walked about once per writeback delay,
-  // not at every tick.
+  // every file under its lock, at least every 200 ms and after each batch of work its
+  // worker runs (every writeback's completion among them). It walks the ranges
+  // (oldest_dirty) only when its bound is at or before `t`: the oldest dirty time its last
+  // walk found, or an earlier one inserted since. So a file of many ranges (random writes
+  // into a large cache) is typically walked about twice per writeback delay, not at every
+  // tick.
   bool dirty_before(uint64_t t);
 
   bool empty() const { return ranges_.empty(); }

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <vector>
 
 namespace stripefs::fs {
@@ -167,7 +168,7 @@ TEST(FileCache, MatchesABlockModel) {
   std::mt19937_64 rng(42);
   FileCache cache;
   std::vector<Block> model(kBlocks);
-  std::map<uint64_t, std::vector<ByteRun>> jobs;  // what each job froze, until it completes
+  std::set<uint64_t> live;  // jobs that froze something and have not completed
   uint64_t next_job = 1;
   uint8_t next_tag = 1;
   for (int step = 0; step < 20000; ++step) {
@@ -194,7 +195,7 @@ TEST(FileCache, MatchesABlockModel) {
           EXPECT_GE(start, a * kB);
           EXPECT_LE(start + r.length, b * kB);
           if (!take_all && rng() % 2 == 0) return FileCache::Freeze::skip;
-          jobs[job].emplace_back(start, start + r.length);
+          live.insert(job);
           for (uint64_t i = start / kB; i < (start + r.length) / kB; ++i) {
             EXPECT_TRUE(model[i].cached && !model[i].frozen) << "block " << i;
             model[i].frozen = true;
@@ -209,14 +210,18 @@ TEST(FileCache, MatchesABlockModel) {
         }
         break;
       }
-      case 3: {  // a job completes
-        if (jobs.empty()) break;
-        auto it = std::next(jobs.begin(), static_cast<long>(rng() % jobs.size()));
-        cache.release_job(it->first, 0, UINT64_MAX);
-        for (Block& m : model) {
-          if (m.frozen && m.job == it->first) m = {};
+      case 3: {  // a job completes: mostly a live one; now and then any job ever started
+        // (one that froze nothing, or completed already: nothing changes)
+        if (next_job == 1) break;
+        uint64_t job = 1 + rng() % (next_job - 1);
+        if (!live.empty() && rng() % 4 != 0) {
+          job = *std::next(live.begin(), static_cast<long>(rng() % live.size()));
         }
-        jobs.erase(it);
+        cache.release_job(job, 0, UINT64_MAX);
+        for (Block& m : model) {
+          if (m.frozen && m.job == job) m = {};
+        }
+        live.erase(job);
         break;
       }
     }
