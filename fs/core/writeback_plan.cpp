@@ -18,14 +18,17 @@ WritebackPlan plan_writeback(uint64_t id, uint64_t ino, uint64_t offset, uint64_
   job->bytes = cache.freeze(offset, end, id, [&](uint64_t start, const CachedRange& r) {
     const uint64_t first = start / kBlockSize;
     const uint64_t stop = (start + r.length) / kBlockSize;
-    if (inflight.overlaps(first, stop)) {
-      plan.deferred = true;  // goes when the job writing these blocks is done
-      return FileCache::Freeze::skip;
-    }
     if (replaced >= space.max_replaced) {
       // Enough replaced runs for one transaction's frees (each may dirty a bitmap block of
-      // its own when the job completes): the rest goes with the next job.
+      // its own when the job completes): the rest goes with the next job. Nothing after
+      // this is taken, so nothing after it is looked at: with random writes into a large
+      // cache, tens of thousands of dirty ranges would each cost a lookup in `inflight`,
+      // under the filesystem lock, at every job's completion.
       plan.deferred = true;
+      return FileCache::Freeze::stop;
+    }
+    if (inflight.overlaps(first, stop)) {
+      plan.deferred = true;  // goes when the job writing these blocks is done
       return FileCache::Freeze::skip;
     }
     for (uint64_t b = first; b < stop;) {
