@@ -102,7 +102,7 @@ Result<void> Filesystem::ensure_space(uint64_t blocks, Lock& lock) {
   if (blocks == 0) return {};  // overwrites in place of blocks the file owns need nothing
   std::optional<std::chrono::steady_clock::time_point> deadline;
   for (int attempt = 0;; ++attempt) {
-    if (blocks_->free_count() >= blocks + delalloc_reserved_ + metadata_reserve_) return {};
+    if (room_for(blocks)) return {};
     if (attempt > 0 && !releases_.empty()) {
       // Checkpointed frees still held back by reads that began before the checkpoint:
       // those take microseconds, so wait for them (a second at most) rather than fail.
@@ -158,15 +158,13 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
     return need;
   };
   uint64_t need = needed();
-  if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
+  if (!room_for(need)) {
     if (auto r = ensure_space(need, lock); !r) return r;
     // The lock may have been dropped: promise what is unmapped now, and check it still fits.
     need = needed();
   }
   if (need == 0) return {};
-  if (blocks_->free_count() < need + delalloc_reserved_ + metadata_reserve_) {
-    return fail(ENOSPC, "no space left on the filesystem");
-  }
+  if (!room_for(need)) return fail(ENOSPC, "no space left on the filesystem");
   for_each_to_allocate(
       [&](uint64_t a, uint64_t b) { delalloc_reserved_ += inode.delalloc.add(a, b); });
   return {};

@@ -125,7 +125,7 @@ Result<uint64_t> Filesystem::ensure_block(Inode& inode, uint64_t file_block) {
   if (const MemExtent* previous = inode.extents.at(file_block).previous) {
     goal = previous->extent.physical + previous->extent.length;
   }
-  if (!room_for_metadata(1)) return fail(ENOSPC, "no space left on the filesystem");
+  if (!room_for(1)) return fail(ENOSPC, "no space left on the filesystem");
   auto run = blocks_->reserve(1, goal, 1);
   if (!run) return fail(ENOSPC, "no space left on the volume");
   blocks_->mark_used(*meta_, run->first, 1);

@@ -288,11 +288,12 @@ class Filesystem {
   Result<void> store_extents(Inode& inode);
   Result<uint64_t> map_block(Inode& inode, uint64_t file_block);     // 0: hole
   Result<uint64_t> ensure_block(Inode& inode, uint64_t file_block);  // metadata files
-  // Room for `blocks` blocks of metadata a user's operation adds (a directory, symlink or
-  // attribute block): what is free less the blocks promised to dirty data and the reserve
-  // commits and writeback take theirs from. Those may not be taken: writeback would then
-  // find no space for data write() accepted, and the filesystem would turn read-only.
-  bool room_for_metadata(uint64_t blocks) const {
+  // Room for `blocks` more blocks, promised to data (delayed allocation) or taken for
+  // metadata a user's operation adds (a directory, symlink or attribute block): what is
+  // free less the blocks promised to dirty data already and the reserve commits and
+  // writeback take theirs from. Those may not be taken: writeback would then find no space
+  // for data write() accepted, and the filesystem would turn read-only.
+  bool room_for(uint64_t blocks) const {
     return blocks_->free_count() >= blocks + delalloc_reserved_ + metadata_reserve_;
   }
   void insert_extent(Inode& inode, Extent extent);

@@ -121,8 +121,7 @@ Result<void> Filesystem::fallocate(uint64_t ino, int mode, uint64_t offset, uint
       const uint64_t want = std::min<uint64_t>(hole_end - b, kMaxExtentLength);
       // Blocks promised to dirty data over this hole are allocated now: their promise moves.
       const uint64_t promised = n.delalloc.count(b, b + want);
-      if (want > promised &&
-          blocks_->free_count() < want - promised + delalloc_reserved_ + metadata_reserve_) {
+      if (want > promised && !room_for(want - promised)) {
         if (auto r = ensure_space(want - promised, lock); !r) return r;
         continue;  // the lock was dropped: look at the extents again
       }

@@ -74,7 +74,7 @@ Result<void> Filesystem::store_xattrs(Inode& inode, const std::vector<Xattr>& at
     // A new home of the size needed (a run is contiguous); the old blocks go once it exists.
     uint64_t first = 0;
     if (need > 0) {
-      if (!room_for_metadata(need)) return fail(ENOSPC, "no space for attributes");
+      if (!room_for(need)) return fail(ENOSPC, "no space for attributes");
       auto run = blocks_->reserve(need, 0, 1);
       if (!run || run->second < need) {
         if (run) blocks_->unreserve(run->first, run->second);
