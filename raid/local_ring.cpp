@@ -1,6 +1,7 @@
 #include "raid/local_ring.hpp"
 
 #include <liburing.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -30,6 +31,10 @@ std::atomic<int64_t> engine_requests{0};
 // take no new FUSE request. So alone must have lasted kQuietNs.
 std::atomic<int64_t> last_company_ns{0};
 constexpr int64_t kQuietNs = 200'000;
+// How long a thread reaping its own ring watches for a completion before it sleeps (see
+// spin_for_completion). 4 KiB reads from a loop device at depth 1 through FUSE: 20 us
+// gained 23 % against sleeping at once, 50 us less (README, "ring").
+constexpr int64_t kSpinNs = 20'000;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -42,16 +47,20 @@ struct Ring {
   bool ready = false;
   unsigned in_flight = 0;   // prepared and not yet reaped
   bool complained = false;  // an error of io_uring_submit_and_wait was logged
+  bool flagged = false;     // the kernel flags pending completions (IORING_SQ_TASKRUN)
   std::vector<io_uring_cqe> completed;
   RingBuffers arena;  // the DataArena's chunks in this ring (none if its table failed)
 
   Ring() {
     io_uring_params params{};
-    params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    params.flags =
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     int rc = io_uring_queue_init_params(kDepth, &ring, &params);
     if (rc == -EINVAL) {  // a kernel before 6.1
       params = io_uring_params{};
       rc = io_uring_queue_init_params(kDepth, &ring, &params);
+    } else {
+      flagged = rc == 0;
     }
     if (rc < 0) {
       raid_log().warn("a thread's own io_uring: {}; its requests go to the engine",
@@ -79,10 +88,35 @@ struct ThreadState {
 
 thread_local ThreadState state;
 
+// Submits what was prepared, then watches for a completion for up to kSpinNs before the
+// caller sleeps for one: on a fast device the read is done sooner than a sleeping thread is
+// woken (a wake-up costs an interrupt and a context switch, and an idle CPU's exit on a VM;
+// the kernel's hybrid polling makes the same trade). Only a thread reading alone gets here,
+// so the CPU it spins on has nothing else of ours to run. True when completions are ready.
+// (On one CPU the spin would only keep a loop device's worker, say, from running.)
+bool spin_for_completion(Ring& r) {
+  static const bool spin = [] {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 1;
+  }();
+  if (!spin || !r.flagged || io_uring_submit(&r.ring) < 0) return false;
+  const int64_t until = now_ns() + kSpinNs;
+  for (;;) {
+    // With DEFER_TASKRUN a completion is posted only when the thread asks the kernel; the
+    // flag says there is one to post, so the spin costs no system call until then.
+    if (IO_URING_READ_ONCE(*r.ring.sq.kflags) & IORING_SQ_TASKRUN) io_uring_get_events(&r.ring);
+    if (io_uring_cq_ready(&r.ring) > 0) return true;
+    if (now_ns() > until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
 // Submits what was prepared and runs completions until nothing is in flight.
 void reap(Ring& r) {
   while (r.in_flight > 0) {
-    const int rc = io_uring_submit_and_wait(&r.ring, 1);
+    const int rc = spin_for_completion(r) ? 0 : io_uring_submit_and_wait(&r.ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -ETIME) {
       // Short of memory (EAGAIN, ENOMEM) or of completion space (EBUSY): what was prepared
       // stays in the ring and goes with the next try. Retried after a pause, not in a spin;
