@@ -27,6 +27,12 @@ Result<std::unique_ptr<IoEngine>> IoEngine::create(unsigned queue_depth) {
   params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
   params.cq_entries = queue_depth * 2;
   int rc = io_uring_queue_init_params(queue_depth, &engine->ring_, &params);
+  if (rc == -EINVAL) {  // a kernel before 5.19
+    params = io_uring_params{};
+    params.flags = IORING_SETUP_CQSIZE;
+    params.cq_entries = queue_depth * 2;
+    rc = io_uring_queue_init_params(queue_depth, &engine->ring_, &params);
+  }
   if (rc < 0) return fail(-rc, "io_uring_queue_init: {}", std::strerror(-rc));
   rc = io_uring_register_buffers_sparse(&engine->ring_, RingBuffers::kSlots);
   if (rc < 0) {
