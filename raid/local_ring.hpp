@@ -2,8 +2,10 @@
 // read): run to completion, with no other thread involved. io_uring delivers a completion
 // to the task that submitted the request, so a request the engine's thread would reap costs
 // a wake-up of that thread, and one of the submitter's too when the submitter is another
-// thread (see io_engine.hpp). On its own ring, a thread submits what it captured and waits
-// for it in one system call, and the completion wakes only it.
+// thread (see io_engine.hpp). On its own ring, a thread submits what it captured and
+// watches for the completion for up to 20 us (a fast device's read is done before a sleeping
+// thread would be woken; not on one CPU); then it sleeps for it, and the completion wakes
+// only it.
 //
 // Two scopes, both per thread:
 //   LocalRing::Reaper  the thread promises to wait: when the outermost Reaper ends, the
