@@ -33,7 +33,7 @@ std::atomic<int64_t> last_company_ns{0};
 constexpr int64_t kQuietNs = 200'000;
 // How long a thread reaping its own ring watches for a completion before it sleeps (see
 // spin_for_completion). 4 KiB reads from a loop device at depth 1 through FUSE: 20 us
-// gained 23 % against sleeping at once, 50 us less (README, "ring").
+// gained 23 % against sleeping at once; 10 us did as well, 50 us less (README, "ring").
 constexpr int64_t kSpinNs = 20'000;
 
 int64_t now_ns() {
@@ -47,7 +47,7 @@ struct Ring {
   bool ready = false;
   unsigned in_flight = 0;   // prepared and not yet reaped
   bool complained = false;  // an error of io_uring_submit_and_wait was logged
-  bool flagged = false;     // the kernel flags pending completions (IORING_SQ_TASKRUN)
+  bool spins = false;       // spin_for_completion watches this ring before it sleeps
   std::vector<io_uring_cqe> completed;
   RingBuffers arena;  // the DataArena's chunks in this ring (none if its table failed)
 
@@ -59,8 +59,12 @@ struct Ring {
     if (rc == -EINVAL) {  // a kernel before 6.1
       params = io_uring_params{};
       rc = io_uring_queue_init_params(kDepth, &ring, &params);
-    } else {
-      flagged = rc == 0;
+    } else if (rc == 0) {
+      // The kernel flags pending completions (IORING_SQ_TASKRUN), so a spin can watch for
+      // them in memory. Not on one CPU, where it would only keep the device's worker (a
+      // loop device's, say) from running.
+      cpu_set_t cpus;
+      spins = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > 1;
     }
     if (rc < 0) {
       raid_log().warn("a thread's own io_uring: {}; its requests go to the engine",
@@ -93,13 +97,8 @@ thread_local ThreadState state;
 // woken (a wake-up costs an interrupt and a context switch, and an idle CPU's exit on a VM;
 // the kernel's hybrid polling makes the same trade). Only a thread reading alone gets here,
 // so the CPU it spins on has nothing else of ours to run. True when completions are ready.
-// (On one CPU the spin would only keep a loop device's worker, say, from running.)
 bool spin_for_completion(Ring& r) {
-  static const bool spin = [] {
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 1;
-  }();
-  if (!spin || !r.flagged || io_uring_submit(&r.ring) < 0) return false;
+  if (!r.spins || io_uring_submit(&r.ring) < 0) return false;
   const int64_t until = now_ns() + kSpinNs;
   for (;;) {
     // With DEFER_TASKRUN a completion is posted only when the thread asks the kernel; the

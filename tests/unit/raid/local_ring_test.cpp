@@ -165,6 +165,39 @@ TEST_F(LocalRingTest, WhatACompletionSubmitsIsReapedBeforeTheReaperEnds) {
   drain();
 }
 
+// A completion that comes long after the thread stopped watching for it (20 us, then it
+// sleeps): a read of a pipe that is written 5 ms later. It is still reaped, by this thread,
+// before the Reaper ends, and with the bytes written.
+TEST_F(LocalRingTest, ACompletionLaterThanTheSpinIsReapedAfterTheThreadSleeps) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  AlignedBuffer out(kBlock), in(kBlock);
+  std::memset(out.data(), 0x5a, kBlock);
+  std::memset(in.data(), 0, kBlock);
+  Outcome read;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(::write(fds[1], out.data(), kBlock), static_cast<ssize_t>(kBlock));
+  });
+  {
+    LocalRing::Reaper reaper;
+    LocalRing::Capture capture;
+    MemberRequest r = request(MemberOp::read, 0, in, read);
+    ASSERT_TRUE(LocalRing::try_submit(fds[0], r)) << "alone: taken on the thread's own ring";
+  }
+  const auto waited = std::chrono::steady_clock::now() - start;
+  writer.join();
+  EXPECT_GE(waited, std::chrono::milliseconds(5)) << "reaped before the pipe was written";
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(read.thread, std::this_thread::get_id());
+  EXPECT_EQ(std::memcmp(in.data(), out.data(), kBlock), 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  drain();
+}
+
 TEST_F(LocalRingTest, WithoutAReaperACaptureLeavesRequestsToTheEngine) {
   AlignedBuffer in(kBlock);
   const uint64_t local_before = LocalRing::requests();
