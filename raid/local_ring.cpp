@@ -1,6 +1,7 @@
 #include "raid/local_ring.hpp"
 
 #include <liburing.h>
+#include <poll.h>
 #include <sched.h>
 
 #include <atomic>
@@ -30,6 +31,7 @@ std::atomic<int64_t> engine_requests{0};
 // are short and do not mean the load has gone: a thread waiting for its own I/O then would
 // take no new FUSE request. So alone must have lasted kQuietNs.
 std::atomic<int64_t> last_company_ns{0};
+std::atomic<unsigned> busy_servers{0};
 constexpr int64_t kQuietNs = 200'000;
 // How long a thread reaping its own ring watches for a completion before it sleeps (see
 // spin_for_completion). 4 KiB reads from a loop device at depth 1 through FUSE: 20 us
@@ -87,10 +89,24 @@ struct ThreadState {
   bool local = false;    // and it found itself alone then: this thread reaps its ring
   unsigned captures = 0;
   bool reaping = false;
-  std::unique_ptr<Ring> ring;  // made at the first capture
+  bool serving = false;         // a Server lives on this thread
+  bool request_polled = false;  // its poll of the request descriptor is armed
+  bool request_ready = false;   // that poll fired since the last wait
+  bool counted_busy = false;    // counted in busy_servers
+  std::unique_ptr<Ring> ring;   // made at the first capture
 };
 
 thread_local ThreadState state;
+
+Ring* this_ring() {
+  if (!state.ring) state.ring = std::make_unique<Ring>();
+  return state.ring->ready ? state.ring.get() : nullptr;
+}
+
+// A Server's own requests carry these in user_data where member requests carry their
+// MemberRequest (never so low an address).
+constexpr uint64_t kRequestPoll = 1;
+constexpr uint64_t kPollRemoval = 2;
 
 // Submits what was prepared, then watches for a completion for up to kSpinNs before the
 // caller sleeps for one: on a fast device the read is done sooner than a sleeping thread is
@@ -112,34 +128,25 @@ bool spin_for_completion(Ring& r) {
   }
 }
 
-// Submits what was prepared and runs completions until nothing is in flight.
-void reap(Ring& r) {
-  while (r.in_flight > 0) {
-    const int rc = spin_for_completion(r) ? 0 : io_uring_submit_and_wait(&r.ring, 1);
-    if (rc < 0 && rc != -EINTR && rc != -ETIME) {
-      // Short of memory (EAGAIN, ENOMEM) or of completion space (EBUSY): what was prepared
-      // stays in the ring and goes with the next try. Retried after a pause, not in a spin;
-      // anything but the transient kinds is logged, once.
-      if (rc != -EAGAIN && rc != -EBUSY && !r.complained) {
-        raid_log().error("a thread's own io_uring: io_uring_submit_and_wait: {}",
-                         std::strerror(-rc));
-        r.complained = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    io_uring_cqe* cqe;
-    unsigned head;
-    unsigned seen = 0;
-    r.completed.clear();
-    io_uring_for_each_cqe(&r.ring, head, cqe) {
-      ++seen;
-      r.completed.push_back(*cqe);
-    }
-    io_uring_cq_advance(&r.ring, seen);
-    r.in_flight -= seen;
-    // Continuations may capture more; they run after the CQ is released. (Never a nested
-    // reap: a Reaper made while reaping does nothing.)
-    for (const io_uring_cqe& c : r.completed) {
+// Takes the completions posted and runs them: a member request's continuation, or a
+// Server's poll (noted in `state`). Continuations may capture more; they run after the CQ
+// is released. (Never a nested reap: a Reaper made while reaping does nothing.)
+void run_completions(Ring& r) {
+  io_uring_cqe* cqe;
+  unsigned head;
+  unsigned seen = 0;
+  r.completed.clear();
+  io_uring_for_each_cqe(&r.ring, head, cqe) {
+    ++seen;
+    r.completed.push_back(*cqe);
+  }
+  io_uring_cq_advance(&r.ring, seen);
+  for (const io_uring_cqe& c : r.completed) {
+    if (c.user_data == kRequestPoll) {
+      state.request_polled = false;
+      state.request_ready = true;  // readable, or the poll failed: a read will say which
+    } else if (c.user_data != kPollRemoval) {
+      --r.in_flight;
       std::unique_ptr<MemberRequest> request(
           static_cast<MemberRequest*>(io_uring_cqe_get_data(&c)));
       auto done = std::move(request->done);
@@ -149,6 +156,43 @@ void reap(Ring& r) {
   }
 }
 
+// Submits what was prepared and sleeps for a completion (after spinning for one while
+// member I/O is in flight, unless told not to). Errors that are not a signal or a timeout are
+// retried after a pause, not in a spin. Returns the submit's result.
+int submit_and_wait(Ring& r, bool spin = true) {
+  const bool spun = spin && r.in_flight > 0 && spin_for_completion(r);
+  const int rc = spun ? 0 : io_uring_submit_and_wait(&r.ring, 1);
+  if (rc < 0 && rc != -EINTR && rc != -ETIME) {
+    // Short of memory (EAGAIN, ENOMEM) or of completion space (EBUSY): what was prepared
+    // stays in the ring and goes with the next try. Anything but the transient kinds is
+    // logged, once.
+    if (rc != -EAGAIN && rc != -EBUSY && !r.complained) {
+      raid_log().error("a thread's own io_uring: io_uring_submit_and_wait: {}", std::strerror(-rc));
+      r.complained = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return rc;
+}
+
+// Submits what was prepared and runs completions until no member request is in flight.
+void reap(Ring& r) {
+  while (r.in_flight > 0) {
+    (void)submit_and_wait(r);
+    run_completions(r);
+  }
+}
+
+// Arms a one-shot poll for input on `fd`, tagged `tag`; false when the ring has no room
+// (the caller's wait then reaps completions, which frees some).
+bool arm_poll(Ring& r, int fd, uint64_t tag) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&r.ring);
+  if (sqe == nullptr) return false;
+  io_uring_prep_poll_add(sqe, fd, POLLIN);
+  sqe->user_data = tag;
+  return true;
+}
+
 }  // namespace
 
 LocalRing::Reaper::Reaper() {
@@ -156,7 +200,7 @@ LocalRing::Reaper::Reaper() {
 }
 
 LocalRing::Reaper::~Reaper() {
-  if (--state.reapers != 0 || state.reaping) return;
+  if (--state.reapers != 0 || state.reaping || state.serving) return;
   if (!state.counted) return;
   if (state.local && state.ring) {
     // Completions capture what they submit: it is this thread's to reap as well.
@@ -181,7 +225,11 @@ bool LocalRing::try_submit(int fd, MemberRequest& request) {
   // While reaping, a completion may resume another thread's work (a stripe lock released
   // to its next waiter): taken here only while this thread is still alone, or one worker
   // could end up driving everyone's I/O.
-  if (state.reaping) {
+  if (state.serving) {
+    // The Server reaps what this thread submits in a Reaper; what continuations submit
+    // (another thread's work, resumed) goes to the engine.
+    if (state.reaping || state.captures == 0 || state.reapers == 0) return false;
+  } else if (state.reaping) {
     if (active_reapers.load(std::memory_order_relaxed) != 1 ||
         engine_requests.load(std::memory_order_relaxed) != 0) {
       return false;
@@ -199,9 +247,9 @@ bool LocalRing::try_submit(int fd, MemberRequest& request) {
     }
     if (!state.local) return false;
   }
-  if (!state.ring) state.ring = std::make_unique<Ring>();
-  Ring& r = *state.ring;
-  if (!r.ready || r.in_flight >= kDepth) return false;
+  Ring* ring = this_ring();
+  if (ring == nullptr || ring->in_flight >= kDepth) return false;
+  Ring& r = *ring;
   io_uring_sqe* sqe = io_uring_get_sqe(&r.ring);
   if (sqe == nullptr) return false;
   auto owned = std::make_unique<MemberRequest>(std::move(request));
@@ -213,6 +261,83 @@ bool LocalRing::try_submit(int fd, MemberRequest& request) {
   ++r.in_flight;
   local_requests.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+LocalRing::Server::Server(int request_fd) : request_fd_(request_fd) {
+  if (state.serving || this_ring() == nullptr) return;
+  state.serving = true;
+  state.request_ready = false;
+  ready_ = true;
+}
+
+LocalRing::Server::~Server() {
+  if (!ready_) return;
+  Ring& r = *state.ring;
+  // Neither its poll (of a descriptor that may be closed next) nor a member request left
+  // behind: their completions would find no Server, or no MemberRequest, to run.
+  (void)io_uring_submit(&r.ring);  // room in the queue for the removal
+  if (state.request_polled) {
+    if (io_uring_sqe* sqe = io_uring_get_sqe(&r.ring)) {
+      io_uring_prep_poll_remove(sqe, kRequestPoll);
+      sqe->user_data = kPollRemoval;
+    }
+  }
+  state.reaping = true;
+  while (state.request_polled || r.in_flight > 0) {
+    (void)submit_and_wait(r);
+    run_completions(r);
+  }
+  // A removal's own completion may come after its poll's; it means nothing.
+  (void)io_uring_submit(&r.ring);
+  run_completions(r);
+  state.reaping = false;
+  state.serving = false;
+  if (state.counted_busy) {
+    state.counted_busy = false;
+    busy_servers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+bool LocalRing::Server::busy() const {
+  return ready_ && state.ring->in_flight > 0;
+}
+
+void LocalRing::Server::submit() {
+  Ring& r = *state.ring;
+  (void)io_uring_submit(&r.ring);  // on a failure what was prepared goes with the next wait
+  if (IO_URING_READ_ONCE(*r.ring.sq.kflags) & IORING_SQ_TASKRUN) io_uring_get_events(&r.ring);
+  if (io_uring_cq_ready(&r.ring) == 0) return;
+  state.reaping = true;
+  run_completions(r);
+  state.reaping = false;
+}
+
+bool LocalRing::Server::wait() {
+  Ring& r = *state.ring;
+  state.request_ready = false;
+  // A completion soon (a fast device's) is caught without a sleep or the poll's cost, by
+  // a Server that is the only one with member I/O in flight (a reader at queue depth 1).
+  // Under load it would keep a CPU from the device's and the other workers' work: at queue
+  // depth 16 with two workers, spinning whenever a read was in flight cost a fifth.
+  if (r.in_flight > 0 && !state.counted_busy) {
+    state.counted_busy = true;
+    busy_servers.fetch_add(1, std::memory_order_relaxed);
+  }
+  const bool alone = busy_servers.load(std::memory_order_relaxed) == 1;
+  if (!(r.in_flight > 0 && alone && spin_for_completion(r))) {
+    if (!state.request_polled) {
+      state.request_polled = arm_poll(r, request_fd_, kRequestPoll);
+    }
+    (void)submit_and_wait(r, /*spin=*/false);  // a signal ends it too
+  }
+  state.reaping = true;
+  run_completions(r);
+  state.reaping = false;
+  if (r.in_flight == 0 && state.counted_busy) {
+    state.counted_busy = false;
+    busy_servers.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return state.request_ready;
 }
 
 void LocalRing::engine_took() {

@@ -7,15 +7,19 @@
 // thread would be woken; not on one CPU); then it sleeps for it, and the completion wakes
 // only it.
 //
+// A thread that serves requests (a FUSE worker of the daemon's own loop) does better still:
+// in a LocalRing::Server its Reapers only prepare, and it goes on taking requests while the
+// I/O is in flight, waiting on the ring for a completion or a request at once (see Server).
+//
 // Two scopes, both per thread:
 //   LocalRing::Reaper  the thread promises to wait: when the outermost Reaper ends, the
 //                      thread submits what it captured and runs every completion (and what
 //                      they capture in turn) until its ring is idle. Put it where nothing
 //                      after it can block on that I/O (the end of a FUSE request handler).
-//                      It takes effect only when the thread is alone, as judged at its
-//                      first member request: no other thread in a Reaper with member I/O,
-//                      no request in an engine (engine_took), and neither seen for 200 us;
-//                      otherwise the requests go to the engine as before. A Reaper whose
+//                      Outside a Server it takes effect only when the thread is alone, as
+//                      judged at its first member request: no other thread in a Reaper
+//                      with member I/O, no request in an engine (engine_took), and neither
+//                      seen for 200 us; otherwise the requests go to the engine. A Reaper whose
 //                      thread submits nothing (a read from the cache) touches nothing shared.
 //   LocalRing::Capture requests submitted inside it (FileMember's ring path) go to this
 //                      thread's ring, when a Reaper is active; without one, to the engine as
@@ -50,6 +54,39 @@ class LocalRing {
     ~Capture();
     Capture(const Capture&) = delete;
     Capture& operator=(const Capture&) = delete;
+  };
+
+  // A thread that serves requests from a descriptor (a FUSE worker reading /dev/fuse) and
+  // keeps its reads' member I/O in flight on its own ring while it takes the next request:
+  // one io_uring_enter waits for either, so a read costs no other thread's wake-up at any
+  // depth. While a Server lives, this thread's Reapers only prepare what they captured (the
+  // Server submits and reaps it), and they take it whatever other threads do; what
+  // continuations submit goes to the engine. Needs the ring: check ready() and serve another
+  // way when it is false.
+  class Server {
+   public:
+    // `request_fd`: polled for input while the thread waits with member I/O in flight.
+    explicit Server(int request_fd);
+    // Reaps every member request in flight and withdraws its poll: no completion outlives it.
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+    bool ready() const { return ready_; }
+    // Member requests of this thread's are in flight.
+    bool busy() const;
+    // Submits what the last request prepared and runs the completions already there.
+    void submit();
+    // Watches for completions for up to 20 us (while member I/O is in flight, and no other
+    // Server's is), then sleeps with `request_fd` polled until a completion, input, or a
+    // signal; runs the completions. True when the poll fired: a request may be waiting. The
+    // poll is one that every waiter gets (not exclusive), so a thread that left it armed
+    // and blocked in read(2) on the descriptor does not swallow another's wake-up; it
+    // fires later, spuriously.
+    bool wait();
+
+   private:
+    int request_fd_;
+    bool ready_ = false;
   };
 
   // For a member's ring path: takes `request` on `fd` into this thread's ring and returns

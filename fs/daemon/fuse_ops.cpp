@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fs/core/fs_log.hpp"
+#include "fs/daemon/fuse_route.hpp"
 #include "raid/local_ring.hpp"
 
 namespace stripefs::fs {
@@ -278,11 +279,15 @@ void reply_read(fuse_req_t req, const Result<ReadReply>& r) {
 // The reply goes from the volume's completion: on io_uring members this thread is free to
 // take the next request meanwhile.
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
-  // The worker waits for its read's member I/O on its own ring and answers from the
-  // completion, before it takes the next request: no other thread is woken.
+  // The read's member I/O goes on this worker's own ring (local_ring.hpp): the daemon's loop
+  // reaps it while it waits for its next request, a worker of libfuse's before it takes one.
+  // The reply goes to the descriptor the request came from, whichever thread sends it.
   LocalRing::Reaper reaper;
   fs_of(req).read(ino, static_cast<uint64_t>(offset), size,
-                  [req](Result<ReadReply> r) { reply_read(req, r); });
+                  [req, route = fuse_route::current()](Result<ReadReply> r) {
+                    fuse_route::Reply to(route);
+                    reply_read(req, r);
+                  });
 }
 
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset, fuse_file_info*) {

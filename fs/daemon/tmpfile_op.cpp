@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "fs/core/fs_log.hpp"
+#include "fs/daemon/fuse_route.hpp"
 
 namespace stripefs::fs {
 
@@ -112,7 +113,9 @@ void answer_tmpfile(int fd, const fuse_in_header& in, const fuse_create_in& arg,
 }
 
 // The session's read: the next request that is not FUSE_TMPFILE, answering those on the way.
-ssize_t read_request(int fd, void* buf, size_t len, void* userdata) {
+// A worker of the daemon's loop reads its own descriptor (fuse_route.hpp).
+ssize_t read_request(int session_fd, void* buf, size_t len, void* userdata) {
+  const int fd = fuse_route::read_fd(session_fd);
   for (;;) {
     const ssize_t n = ::read(fd, buf, len);
     if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) return n;
@@ -120,15 +123,15 @@ ssize_t read_request(int fd, void* buf, size_t len, void* userdata) {
   }
 }
 
-ssize_t write_reply(int fd, iovec* iov, int count, void*) {
-  return ::writev(fd, iov, count);
+ssize_t write_reply(int session_fd, iovec* iov, int count, void*) {
+  return ::writev(fuse_route::reply_fd(session_fd), iov, count);
 }
 
 // Replies are spliced to the device as before the hook (a custom io without it would make
 // libfuse copy a reply of several buffers into one first).
-ssize_t splice_reply(int fdin, off_t* offin, int fdout, off_t* offout, size_t len, unsigned flags,
-                     void*) {
-  return ::splice(fdin, offin, fdout, offout, len, flags);
+ssize_t splice_reply(int fdin, off_t* offin, int session_fd, off_t* offout, size_t len,
+                     unsigned flags, void*) {
+  return ::splice(fdin, offin, fuse_route::reply_fd(session_fd), offout, len, flags);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "fs/core/fs_log.hpp"
 #include "fs/daemon/array_control.hpp"
 #include "fs/daemon/control.hpp"
+#include "fs/daemon/fuse_loop.hpp"
 #include "fs/daemon/fuse_ops.hpp"
 #include "fs/daemon/iostat.hpp"
 #include "fs/daemon/mount_options.hpp"
@@ -238,8 +239,12 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
     fuse_set_log_func(keep_fuse_complaint);
     const int mounted = fuse_session_mount(session.get(), mountpoint.c_str());
     fuse_set_log_func(nullptr);
-    if (mounted == 0 && fs::install_tmpfile_op(session.get()) != 0) {
-      fs_log().warn("O_TMPFILE unavailable: libfuse refused the device hook");
+    // The hook also routes each worker's requests and replies through its own descriptor
+    // (fuse_route.hpp): the daemon's own loop needs it.
+    bool hooked = false;
+    if (mounted == 0) {
+      hooked = fs::install_tmpfile_op(session.get()) == 0;
+      if (!hooked) fs_log().warn("O_TMPFILE unavailable: libfuse refused the device hook");
     }
     if (mounted == 0) {
       fs_log().info("mounted {} on {}", paths.front(), mountpoint);
@@ -257,6 +262,9 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
       }
       if (config.single) {
         loop_status = fuse_session_loop(session.get());
+      } else if (hooked && std::getenv("STRIPEFS_LIBFUSE_LOOP") == nullptr &&
+                 fs::own_loop_possible()) {
+        loop_status = fs::run_fuse_loop(session.get(), config.io_threads);
       } else {
         fuse_loop_config* loop = fuse_loop_cfg_create();
         fuse_loop_cfg_set_max_threads(loop, config.io_threads);

@@ -403,6 +403,31 @@ Status MountedFs::remount() {
   return mount();
 }
 
+Status MountedFs::stop(int signal) {
+  if (!mounted_) return std::unexpected("stop: not mounted");
+  if (is_target()) {
+    mounted_ = false;
+    return {};
+  }
+  if (daemon_ <= 0 || ::kill(daemon_, signal) != 0) {
+    return std::unexpected("stop: cannot signal the daemon: " + errno_text(errno));
+  }
+  mounted_ = false;
+  int status = 0;
+  if (auto reaped = reap_daemon(kExitTimeout, status); !reaped) return reaped;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return std::unexpected(
+        with_log("daemon " + describe_exit(status) + " after signal " + std::to_string(signal)));
+  }
+  if (!mounted_fstype(root_).empty()) {
+    // Detached, so that the test's end does not trip over it; still a failure.
+    (void)unmount_dir(root_, true, log_path_);
+    return std::unexpected(with_log("the daemon exited on signal " + std::to_string(signal) +
+                                    " and left its mount behind"));
+  }
+  return {};
+}
+
 Status MountedFs::kill9() {
   if (is_target()) {
     // Like unmount(): nothing happens, but mount() may follow.

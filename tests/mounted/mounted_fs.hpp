@@ -78,6 +78,9 @@ class MountedFs {
   // Unmounts and requires the daemon to exit with status 0 (it flushes on the way out).
   [[nodiscard]] Status unmount();
   [[nodiscard]] Status remount();
+  // Stops the daemon with `signal` (SIGTERM, SIGINT or SIGHUP, on which it stops cleanly)
+  // and requires it to exit with status 0, its mount gone. mount() again to go on.
+  [[nodiscard]] Status stop(int signal);
   // A crash: SIGKILL to the daemon, then a lazy unmount of the dead mount. mount() again to
   // see what survived.
   [[nodiscard]] Status kill9();

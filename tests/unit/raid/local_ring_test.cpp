@@ -3,13 +3,17 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include "raid/aligned_buffer.hpp"
 #include "raid/file_member.hpp"
@@ -338,4 +342,183 @@ TEST_F(LocalRingTest, AReaperLeavesRequestsToTheEngineWhileTheEngineHoldsOne) {
 }
 
 }  // namespace
+// A Server (a FUSE worker, fs/daemon/fuse_loop.cpp): a read captured in a Reaper is only
+// prepared, and stays in flight while the thread goes back for its next request; the
+// Server's wait reaps it, on this thread. The "requests" here are bytes on a pipe.
+class LocalRingServerTest : public LocalRingTest {
+ protected:
+  void SetUp() override {
+    LocalRingTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_EQ(pipe2(requests_, O_CLOEXEC | O_NONBLOCK), 0);
+    std::memset(out_.data(), 0x2d, kBlock);
+    Outcome wrote;
+    {
+      LocalRing::Reaper reaper;
+      LocalRing::Capture capture;
+      member_->submit(request(MemberOp::write, 6, out_, wrote));
+    }
+    ASSERT_EQ(wrote.result, static_cast<int64_t>(kBlock));
+  }
+  void TearDown() override {
+    for (int fd : requests_) {
+      if (fd >= 0) ::close(fd);
+    }
+    LocalRingTest::TearDown();
+  }
+  // Block 6 read in a Reaper, as a FUSE worker's read handler does.
+  void read_block_6(AlignedBuffer& in, Outcome& read) {
+    LocalRing::Reaper reaper;
+    LocalRing::Capture capture;
+    member_->submit(request(MemberOp::read, 6, in, read));
+  }
+
+  int requests_[2] = {-1, -1};
+  AlignedBuffer out_{kBlock};
+};
+
+TEST_F(LocalRingServerTest, AReadStaysInFlightUntilTheServerWaitsAndIsReapedThere) {
+  LocalRing::Server server(requests_[0]);
+  ASSERT_TRUE(server.ready());
+  AlignedBuffer in(kBlock);
+  Outcome read;
+  const uint64_t local_before = LocalRing::requests();
+  const uint64_t engine_before = engine_->stats().requests;
+  read_block_6(in, read);
+  EXPECT_EQ(read.calls, 0) << "reaped as the Reaper ended: the worker would have waited";
+  EXPECT_TRUE(server.busy());
+  server.submit();
+  for (int i = 0; server.busy() && i < 1000; ++i) EXPECT_FALSE(server.wait()) << "no request";
+  EXPECT_FALSE(server.busy());
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(read.thread, std::this_thread::get_id());
+  EXPECT_EQ(std::memcmp(in.data(), out_.data(), kBlock), 0);
+  EXPECT_EQ(LocalRing::requests() - local_before, 1u);
+  EXPECT_EQ(engine_->stats().requests, engine_before);
+}
+
+// A request that comes while member I/O is in flight ends the wait, which reaps on the way.
+// A completion that never comes stands in for the slow member: a read of a second pipe.
+TEST_F(LocalRingServerTest, ARequestEndsTheWaitOfABusyServer) {
+  int slow[2];
+  ASSERT_EQ(pipe2(slow, O_CLOEXEC), 0);
+  Outcome read;
+  AlignedBuffer in(kBlock);
+  {
+    LocalRing::Server server(requests_[0]);
+    ASSERT_TRUE(server.ready());
+    {
+      LocalRing::Reaper reaper;
+      LocalRing::Capture capture;
+      MemberRequest r = request(MemberOp::read, 0, in, read);
+      ASSERT_TRUE(LocalRing::try_submit(slow[0], r));
+    }
+    server.submit();
+    std::thread writer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_EQ(::write(requests_[1], "r", 1), 1);
+    });
+    bool request = false;
+    for (int i = 0; !request && i < 1000; ++i) request = server.wait();
+    writer.join();
+    EXPECT_TRUE(request);
+    EXPECT_TRUE(server.busy()) << "the slow read is still in flight";
+    EXPECT_EQ(read.calls, 0);
+    // Ending, the Server waits for it: it comes.
+    ASSERT_EQ(::write(slow[1], out_.data(), kBlock), static_cast<ssize_t>(kBlock));
+  }
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(std::memcmp(in.data(), out_.data(), kBlock), 0);
+  ::close(slow[0]);
+  ::close(slow[1]);
+}
+
+TEST_F(LocalRingServerTest, AServersReadsStayOnItsRingWhileAnotherThreadReads) {
+  // Another thread in a Reaper with member I/O of its own would send a plain Reaper's read
+  // to the engine; a Server's stays on its ring, since the Server never blocks on it.
+  std::promise<void> entered, leave;
+  auto left = leave.get_future().share();
+  AlignedBuffer theirs(kBlock), in(kBlock);
+  Outcome their_read, read;
+  std::thread other([&] {
+    LocalRing::Reaper reaper;
+    {
+      LocalRing::Capture capture;
+      member_->submit(request(MemberOp::read, 2, theirs, their_read));
+    }
+    entered.set_value();
+    left.wait();
+  });
+  entered.get_future().wait();
+  const uint64_t local_before = LocalRing::requests();
+  const uint64_t engine_before = engine_->stats().requests;
+  {
+    LocalRing::Server server(requests_[0]);
+    ASSERT_TRUE(server.ready());
+    read_block_6(in, read);
+  }  // ending, the Server reaps it
+  leave.set_value();
+  other.join();
+  EXPECT_EQ(LocalRing::requests() - local_before, 1u);
+  EXPECT_EQ(engine_->stats().requests, engine_before);
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.thread, std::this_thread::get_id());
+  EXPECT_EQ(std::memcmp(in.data(), out_.data(), kBlock), 0);
+  EXPECT_EQ(their_read.calls, 1);
+  drain();
+}
+
+TEST_F(LocalRingServerTest, AnEndingServerLeavesNoPollBehind) {
+  int slow[2];
+  ASSERT_EQ(pipe2(slow, O_CLOEXEC), 0);
+  AlignedBuffer in(kBlock), again(kBlock);
+  Outcome read, read_again;
+  {
+    LocalRing::Server server(requests_[0]);
+    ASSERT_TRUE(server.ready());
+    {
+      LocalRing::Reaper reaper;
+      LocalRing::Capture capture;
+      MemberRequest r = request(MemberOp::read, 0, in, read);
+      ASSERT_TRUE(LocalRing::try_submit(slow[0], r));
+    }
+    server.submit();
+    // Nothing completes: the wait sleeps with the request descriptor polled until a signal
+    // ends it, and the poll stays armed.
+    struct sigaction quiet {
+    }, old{};
+    quiet.sa_handler = [](int) {};
+    sigemptyset(&quiet.sa_mask);
+    ASSERT_EQ(sigaction(SIGUSR1, &quiet, &old), 0);
+    const pthread_t self = pthread_self();
+    std::atomic<bool> woken{false};
+    std::thread signaller([&] {
+      while (!woken.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (!woken.load()) pthread_kill(self, SIGUSR1);
+      }
+    });
+    const bool request = server.wait();
+    woken = true;
+    signaller.join();
+    sigaction(SIGUSR1, &old, nullptr);
+    EXPECT_FALSE(request);
+    EXPECT_TRUE(server.busy());
+    ASSERT_EQ(::write(slow[1], out_.data(), kBlock), static_cast<ssize_t>(kBlock));
+  }
+  EXPECT_EQ(read.calls, 1);
+  EXPECT_EQ(read.thread, std::this_thread::get_id());
+  // A poll left armed would complete now, into the plain Reaper's reap below.
+  ASSERT_EQ(::write(requests_[1], "r", 1), 1);
+  read_block_6(again, read_again);  // no Server: reaped as the Reaper ends
+  EXPECT_EQ(read_again.calls, 1);
+  EXPECT_EQ(read_again.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(std::memcmp(again.data(), out_.data(), kBlock), 0);
+  ::close(slow[0]);
+  ::close(slow[1]);
+  drain();
+}
+
 }  // namespace stripefs
