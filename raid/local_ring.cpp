@@ -31,8 +31,10 @@ std::atomic<int64_t> engine_requests{0};
 // are short and do not mean the load has gone: a thread waiting for its own I/O then would
 // take no new FUSE request. So alone must have lasted kQuietNs.
 std::atomic<int64_t> last_company_ns{0};
-std::atomic<unsigned> busy_servers{0};
 constexpr int64_t kQuietNs = 200'000;
+// Servers (LocalRing::Server) with member I/O in flight: one spins for its completion only
+// when it is the only one.
+std::atomic<unsigned> busy_servers{0};
 // How long a thread reaping its own ring watches for a completion before it sleeps (see
 // spin_for_completion). 4 KiB reads from a loop device at depth 1 through FUSE: 20 us
 // gained 23 % against sleeping at once; 10 us did as well, 50 us less (README, "ring").
@@ -183,6 +185,18 @@ void reap(Ring& r) {
   }
 }
 
+// Counts this thread's Server in busy_servers while its member I/O is in flight.
+void note_busy(const Ring& r) {
+  const bool busy = r.in_flight > 0;
+  if (busy == state.counted_busy) return;
+  state.counted_busy = busy;
+  if (busy) {
+    busy_servers.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    busy_servers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
 // Arms a one-shot poll for input on `fd`, tagged `tag`; false when the ring has no room
 // (the caller's wait then reaps completions, which frees some).
 bool arm_poll(Ring& r, int fd, uint64_t tag) {
@@ -292,10 +306,7 @@ LocalRing::Server::~Server() {
   run_completions(r);
   state.reaping = false;
   state.serving = false;
-  if (state.counted_busy) {
-    state.counted_busy = false;
-    busy_servers.fetch_sub(1, std::memory_order_relaxed);
-  }
+  note_busy(r);
 }
 
 bool LocalRing::Server::busy() const {
@@ -306,10 +317,12 @@ void LocalRing::Server::submit() {
   Ring& r = *state.ring;
   (void)io_uring_submit(&r.ring);  // on a failure what was prepared goes with the next wait
   if (IO_URING_READ_ONCE(*r.ring.sq.kflags) & IORING_SQ_TASKRUN) io_uring_get_events(&r.ring);
-  if (io_uring_cq_ready(&r.ring) == 0) return;
-  state.reaping = true;
-  run_completions(r);
-  state.reaping = false;
+  if (io_uring_cq_ready(&r.ring) > 0) {
+    state.reaping = true;
+    run_completions(r);
+    state.reaping = false;
+  }
+  note_busy(r);
 }
 
 bool LocalRing::Server::wait() {
@@ -319,10 +332,7 @@ bool LocalRing::Server::wait() {
   // a Server that is the only one with member I/O in flight (a reader at queue depth 1).
   // Under load it would keep a CPU from the device's and the other workers' work: at queue
   // depth 16 with two workers, spinning whenever a read was in flight cost a fifth.
-  if (r.in_flight > 0 && !state.counted_busy) {
-    state.counted_busy = true;
-    busy_servers.fetch_add(1, std::memory_order_relaxed);
-  }
+  note_busy(r);
   const bool alone = busy_servers.load(std::memory_order_relaxed) == 1;
   if (!(r.in_flight > 0 && alone && spin_for_completion(r))) {
     if (!state.request_polled) {
@@ -333,10 +343,7 @@ bool LocalRing::Server::wait() {
   state.reaping = true;
   run_completions(r);
   state.reaping = false;
-  if (r.in_flight == 0 && state.counted_busy) {
-    state.counted_busy = false;
-    busy_servers.fetch_sub(1, std::memory_order_relaxed);
-  }
+  note_busy(r);
   return state.request_ready;
 }
 

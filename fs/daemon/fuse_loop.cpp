@@ -103,15 +103,19 @@ void serve(Shared& shared, int blocking_fd, int polled_fd) {
 
 }  // namespace
 
-bool own_loop_possible() {
-  const int fd = eventfd(0, EFD_CLOEXEC);
-  if (fd < 0) return false;
+bool own_loop_possible(fuse_session* session) {
+  std::string error;
+  const int clone = clone_of(fuse_session_fd(session), 0, error);
+  if (clone < 0) {
+    fs_log().warn("libfuse's loop, not the daemon's own: {}", error);
+    return false;
+  }
   bool possible;
   {
-    LocalRing::Server probe(fd);
+    LocalRing::Server probe(clone);
     possible = probe.ready();
   }
-  ::close(fd);
+  ::close(clone);
   return possible;
 }
 

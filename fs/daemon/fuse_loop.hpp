@@ -16,9 +16,9 @@
 
 namespace stripefs::fs {
 
-// Whether this kernel lets a thread serve from its own ring. When not, the caller runs
-// libfuse's loop instead.
-bool own_loop_possible();
+// Whether a thread can serve `session` from its own ring here (the kernel makes the ring
+// and clones /dev/fuse). When not, the caller runs libfuse's loop instead.
+bool own_loop_possible(fuse_session* session);
 
 // Returns 0 when the session ended (exited or unmounted), -1 when the loop could not start
 // or reading the device failed (logged).

@@ -262,11 +262,11 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
       }
       if (config.single) {
         loop_status = fuse_session_loop(session.get());
-      } else if (hooked && fs::own_loop_possible()) {
+      } else if (hooked && fs::own_loop_possible(session.get())) {
         // Reads' member I/O stays on the worker that took them (fuse_loop.hpp).
         loop_status = fs::run_fuse_loop(session.get(), config.io_threads);
       } else {
-        // A kernel that gives a thread no io_uring of its own.
+        // A kernel that gives a thread no io_uring of its own (logged).
         fuse_loop_config* loop = fuse_loop_cfg_create();
         fuse_loop_cfg_set_max_threads(loop, config.io_threads);
         fuse_loop_cfg_set_idle_threads(loop, config.io_threads);
