@@ -75,6 +75,38 @@ class LocalRingTest : public ::testing::Test {
     return r;
   }
 
+  // Another thread inside a Reaper with member I/O of its own (a read of block 2, captured,
+  // reaped when it leaves), from construction until leave().
+  class Company {
+   public:
+    explicit Company(LocalRingTest& test) : left_(leave_.get_future().share()) {
+      std::promise<void> entered;
+      thread_ = std::thread([&] {
+        LocalRing::Reaper reaper;
+        {
+          LocalRing::Capture capture;
+          test.member_->submit(test.request(MemberOp::read, 2, buffer_, read));
+        }
+        entered.set_value();
+        left_.wait();
+      });
+      entered.get_future().wait();
+    }
+    ~Company() { leave(); }
+    void leave() {
+      if (!thread_.joinable()) return;
+      leave_.set_value();
+      thread_.join();
+    }
+    Outcome read;
+
+   private:
+    AlignedBuffer buffer_{kBlock};
+    std::promise<void> leave_;
+    std::shared_future<void> left_;
+    std::thread thread_;
+  };
+
   std::string dir_;
   std::unique_ptr<IoEngine> engine_;
   std::unique_ptr<FileMember> member_;
@@ -223,20 +255,7 @@ TEST_F(LocalRingTest, AReaperWithCompanyLeavesRequestsToTheEngine) {
   // Another thread inside a Reaper with member I/O of its own (captured, reaped when it
   // leaves): this one is not alone, so its read goes to the engine (a worker waiting for its
   // own I/O would take no new request under load).
-  std::promise<void> entered, leave;
-  auto left = leave.get_future().share();
-  AlignedBuffer theirs(kBlock);
-  Outcome their_read;
-  std::thread other([&] {
-    LocalRing::Reaper reaper;
-    {
-      LocalRing::Capture capture;
-      member_->submit(request(MemberOp::read, 2, theirs, their_read));
-    }
-    entered.set_value();
-    left.wait();
-  });
-  entered.get_future().wait();
+  Company other(*this);
   AlignedBuffer in(kBlock);
   const uint64_t local_before = LocalRing::requests();
   const uint64_t engine_before = engine_->stats().requests;
@@ -252,12 +271,11 @@ TEST_F(LocalRingTest, AReaperWithCompanyLeavesRequestsToTheEngine) {
     member_->submit(std::move(r));
   }
   finished.wait();
-  leave.set_value();
-  other.join();
+  other.leave();
   EXPECT_EQ(LocalRing::requests(), local_before);
   EXPECT_EQ(engine_->stats().requests, engine_before + 1);
-  EXPECT_EQ(their_read.calls, 1);  // the other thread reaped its own
-  EXPECT_EQ(their_read.result, static_cast<int64_t>(kBlock));
+  EXPECT_EQ(other.read.calls, 1);  // the other thread reaped its own
+  EXPECT_EQ(other.read.result, static_cast<int64_t>(kBlock));
 }
 
 TEST_F(LocalRingTest, AReaperWithoutMemberIoIsNoCompany) {
@@ -438,20 +456,9 @@ TEST_F(LocalRingServerTest, ARequestEndsTheWaitOfABusyServer) {
 TEST_F(LocalRingServerTest, AServersReadsStayOnItsRingWhileAnotherThreadReads) {
   // Another thread in a Reaper with member I/O of its own would send a plain Reaper's read
   // to the engine; a Server's stays on its ring, since the Server never blocks on it.
-  std::promise<void> entered, leave;
-  auto left = leave.get_future().share();
-  AlignedBuffer theirs(kBlock), in(kBlock);
-  Outcome their_read, read;
-  std::thread other([&] {
-    LocalRing::Reaper reaper;
-    {
-      LocalRing::Capture capture;
-      member_->submit(request(MemberOp::read, 2, theirs, their_read));
-    }
-    entered.set_value();
-    left.wait();
-  });
-  entered.get_future().wait();
+  Company other(*this);
+  AlignedBuffer in(kBlock);
+  Outcome read;
   const uint64_t local_before = LocalRing::requests();
   const uint64_t engine_before = engine_->stats().requests;
   {
@@ -459,14 +466,13 @@ TEST_F(LocalRingServerTest, AServersReadsStayOnItsRingWhileAnotherThreadReads) {
     ASSERT_TRUE(server.ready());
     read_block_6(in, read);
   }  // ending, the Server reaps it
-  leave.set_value();
-  other.join();
+  other.leave();
   EXPECT_EQ(LocalRing::requests() - local_before, 1u);
   EXPECT_EQ(engine_->stats().requests, engine_before);
   EXPECT_EQ(read.calls, 1);
   EXPECT_EQ(read.thread, std::this_thread::get_id());
   EXPECT_EQ(std::memcmp(in.data(), out_.data(), kBlock), 0);
-  EXPECT_EQ(their_read.calls, 1);
+  EXPECT_EQ(other.read.calls, 1);
   drain();
 }
 
