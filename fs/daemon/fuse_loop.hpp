@@ -1,5 +1,5 @@
-// The daemon's FUSE loop: `threads` workers, each reading its own clone of /dev/fuse. A worker
-// that answered a read's request submits the member I/O on its own ring
+// The daemon's FUSE loop: `threads` workers, each reading its own two clones of /dev/fuse.
+// A worker that answered a read's request submits the member I/O on its own ring
 // (LocalRing::Server) and goes on taking requests while it is in flight: then it waits on the
 // ring, which polls its descriptor too, so one io_uring_enter waits for a completion or a
 // request, and the completion replies on the same thread. A read costs no hand-off to the
