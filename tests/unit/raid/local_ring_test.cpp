@@ -379,7 +379,7 @@ class LocalRingServerTest : public LocalRingTest {
     ASSERT_EQ(wrote.result, static_cast<int64_t>(kBlock));
   }
   void TearDown() override {
-    for (int fd : requests_) {
+    for (int fd : {requests_[0], requests_[1], slow_[0], slow_[1]}) {
       if (fd >= 0) ::close(fd);
     }
     LocalRingTest::TearDown();
@@ -390,8 +390,20 @@ class LocalRingServerTest : public LocalRingTest {
     LocalRing::Capture capture;
     member_->submit(request(MemberOp::read, 6, in, read));
   }
+  // A read that completes only once the test writes slow_[1]: a slow member's, taken on
+  // this thread's ring.
+  void read_slowly(AlignedBuffer& in, Outcome& read) {
+    if (slow_[0] < 0) {
+      ASSERT_EQ(pipe2(slow_, O_CLOEXEC), 0);
+    }
+    LocalRing::Reaper reaper;
+    LocalRing::Capture capture;
+    MemberRequest r = request(MemberOp::read, 0, in, read);
+    ASSERT_TRUE(LocalRing::try_submit(slow_[0], r));
+  }
 
   int requests_[2] = {-1, -1};
+  int slow_[2] = {-1, -1};
   AlignedBuffer out_{kBlock};
 };
 
@@ -419,19 +431,12 @@ TEST_F(LocalRingServerTest, AReadStaysInFlightUntilTheServerWaitsAndIsReapedTher
 // A request that comes while member I/O is in flight ends the wait, which reaps on the way.
 // A completion that never comes stands in for the slow member: a read of a second pipe.
 TEST_F(LocalRingServerTest, ARequestEndsTheWaitOfABusyServer) {
-  int slow[2];
-  ASSERT_EQ(pipe2(slow, O_CLOEXEC), 0);
   Outcome read;
   AlignedBuffer in(kBlock);
   {
     LocalRing::Server server(requests_[0]);
     ASSERT_TRUE(server.ready());
-    {
-      LocalRing::Reaper reaper;
-      LocalRing::Capture capture;
-      MemberRequest r = request(MemberOp::read, 0, in, read);
-      ASSERT_TRUE(LocalRing::try_submit(slow[0], r));
-    }
+    ASSERT_NO_FATAL_FAILURE(read_slowly(in, read));
     server.submit();
     std::thread writer([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -444,13 +449,11 @@ TEST_F(LocalRingServerTest, ARequestEndsTheWaitOfABusyServer) {
     EXPECT_TRUE(server.busy()) << "the slow read is still in flight";
     EXPECT_EQ(read.calls, 0);
     // Ending, the Server waits for it: it comes.
-    ASSERT_EQ(::write(slow[1], out_.data(), kBlock), static_cast<ssize_t>(kBlock));
+    ASSERT_EQ(::write(slow_[1], out_.data(), kBlock), static_cast<ssize_t>(kBlock));
   }
   EXPECT_EQ(read.calls, 1);
   EXPECT_EQ(read.result, static_cast<int64_t>(kBlock));
   EXPECT_EQ(std::memcmp(in.data(), out_.data(), kBlock), 0);
-  ::close(slow[0]);
-  ::close(slow[1]);
 }
 
 TEST_F(LocalRingServerTest, AServersReadsStayOnItsRingWhileAnotherThreadReads) {
@@ -477,19 +480,12 @@ TEST_F(LocalRingServerTest, AServersReadsStayOnItsRingWhileAnotherThreadReads) {
 }
 
 TEST_F(LocalRingServerTest, AnEndingServerLeavesNoPollBehind) {
-  int slow[2];
-  ASSERT_EQ(pipe2(slow, O_CLOEXEC), 0);
   AlignedBuffer in(kBlock), again(kBlock);
   Outcome read, read_again;
   {
     LocalRing::Server server(requests_[0]);
     ASSERT_TRUE(server.ready());
-    {
-      LocalRing::Reaper reaper;
-      LocalRing::Capture capture;
-      MemberRequest r = request(MemberOp::read, 0, in, read);
-      ASSERT_TRUE(LocalRing::try_submit(slow[0], r));
-    }
+    ASSERT_NO_FATAL_FAILURE(read_slowly(in, read));
     server.submit();
     // Nothing completes: the wait sleeps with the request descriptor polled until a signal
     // ends it, and the poll stays armed.
@@ -512,7 +508,7 @@ TEST_F(LocalRingServerTest, AnEndingServerLeavesNoPollBehind) {
     sigaction(SIGUSR1, &old, nullptr);
     EXPECT_FALSE(request);
     EXPECT_TRUE(server.busy());
-    ASSERT_EQ(::write(slow[1], out_.data(), kBlock), static_cast<ssize_t>(kBlock));
+    ASSERT_EQ(::write(slow_[1], out_.data(), kBlock), static_cast<ssize_t>(kBlock));
   }
   EXPECT_EQ(read.calls, 1);
   EXPECT_EQ(read.thread, std::this_thread::get_id());
@@ -522,8 +518,6 @@ TEST_F(LocalRingServerTest, AnEndingServerLeavesNoPollBehind) {
   EXPECT_EQ(read_again.calls, 1);
   EXPECT_EQ(read_again.result, static_cast<int64_t>(kBlock));
   EXPECT_EQ(std::memcmp(again.data(), out_.data(), kBlock), 0);
-  ::close(slow[0]);
-  ::close(slow[1]);
   drain();
 }
 
