@@ -170,6 +170,11 @@ uint64_t Filesystem::step_blocks() const {
 Result<void> Filesystem::free_range_in_steps(Inode& inode, uint64_t first, uint64_t end,
                                              Lock& lock) {
   InSteps steps(*this, inode, lock);
+  return free_range_steps(inode, first, end, lock);
+}
+
+Result<void> Filesystem::free_range_steps(Inode& inode, uint64_t first, uint64_t end,
+                                          Lock& lock) {
   if (auto r = load_extents(inode); !r) return r;
   if (inode.extents.empty()) return {};
   uint64_t stop = std::min(end, inode.extents.end_block());
@@ -203,8 +208,11 @@ Result<void> Filesystem::free_past_eof(Inode& inode, Lock& lock) {
       "inode {}: freeing {} extent(s) past its size (written back after its last size was "
       "committed, or left by an interrupted truncate)",
       inode.ino, written.size());
+  // In steps from the first range to the last commit: a commit stores the inode, and one
+  // that nothing else holds (as after a crash) would be evicted under us.
+  InSteps steps(*this, inode, lock);
   for (auto [a, b] : written) {
-    if (auto r = free_range_in_steps(inode, a, b, lock); !r) return r;
+    if (auto r = free_range_steps(inode, a, b, lock); !r) return r;
     if (auto r = commit_while_large(lock); !r) return r;
   }
   return {};

@@ -304,6 +304,8 @@ class Filesystem {
   // free_range in steps that each fit a transaction, committing in between: for ranges of
   // any size (a truncate of many TiB). The lock is released while committing.
   Result<void> free_range_in_steps(Inode& inode, uint64_t first, uint64_t end, Lock& lock);
+  // Its steps, for a caller that holds the inode in steps (InSteps) itself.
+  Result<void> free_range_steps(Inode& inode, uint64_t first, uint64_t end, Lock& lock);
   // After a crash in the middle of free_range_in_steps: the written extents left past a
   // regular file's size are freed (unwritten ones are preallocations, and stay).
   Result<void> free_past_eof(Inode& inode, Lock& lock);

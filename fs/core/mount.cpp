@@ -200,10 +200,12 @@ Result<void> Filesystem::unmount() {
       if (inode->disk.nlink == 0) orphans.push_back(ino);
     }
     for (uint64_t ino : orphans) {
-      Inode& inode = *table_->find(ino);
-      inode.lookups = 0;
-      inode.opens = 0;
-      if (auto r = destroy_inode_in_steps(inode, lock); !r) return r;
+      // A commit of an earlier one may have freed this one already (maybe_evict).
+      Inode* inode = table_->find(ino);
+      if (inode == nullptr) continue;
+      inode->lookups = 0;
+      inode->opens = 0;
+      if (auto r = destroy_inode_in_steps(*inode, lock); !r) return r;
     }
   }
   if (auto r = commit(); !r) return r;
