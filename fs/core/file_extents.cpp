@@ -173,8 +173,7 @@ Result<void> Filesystem::free_range_in_steps(Inode& inode, uint64_t first, uint6
   return free_range_steps(inode, first, end, lock);
 }
 
-Result<void> Filesystem::free_range_steps(Inode& inode, uint64_t first, uint64_t end,
-                                          Lock& lock) {
+Result<void> Filesystem::free_range_steps(Inode& inode, uint64_t first, uint64_t end, Lock& lock) {
   if (auto r = load_extents(inode); !r) return r;
   if (inode.extents.empty()) return {};
   uint64_t stop = std::min(end, inode.extents.end_block());
