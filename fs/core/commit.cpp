@@ -39,6 +39,16 @@ Result<void> Filesystem::commit() {
         }
       }
     }
+    // Only what this program stored may go to the journal: an inode-table block whose slot
+    // of an inode in memory holds other bytes (memory overwritten from elsewhere) fails the
+    // filesystem rather than be committed over what was committed before.
+    for (uint64_t block : meta_->dirty_in(table_->first_block(), table_->end_block())) {
+      if (auto r = table_->check_slots(block); !r) {
+        for (uint64_t again : stored) table_->mark_dirty(again);
+        fail_filesystem(r.error());
+        return r;
+      }
+    }
     // Stored now: those nobody refers to any more may leave the cache.
     for (uint64_t ino : stored) {
       if (Inode* inode = table_->find(ino)) maybe_evict(*inode, lock);

@@ -360,6 +360,10 @@ void encode_inode(const DiskInode& n, std::span<std::byte> out) {
                    ondisk::crc32c(std::span<const std::byte>(out.data(), kInChecksum)));
 }
 
+uint32_t stored_inode_checksum(std::span<const std::byte> in) {
+  return get_le<uint32_t>(in, kInChecksum);
+}
+
 Result<DiskInode> decode_inode(std::span<const std::byte> in, uint64_t ino) {
   const uint32_t stored = get_le<uint32_t>(in, kInChecksum);
   const uint32_t actual = ondisk::crc32c(in.first(kInChecksum));

@@ -158,6 +158,9 @@ struct DiskInode {
 };
 void encode_inode(const DiskInode& inode, std::span<std::byte> out);  // kInodeSize bytes
 Result<DiskInode> decode_inode(std::span<const std::byte> in, uint64_t ino);
+// The checksum field of an encoded inode (kInodeSize bytes), as stored: what tells one
+// encoding of a slot from another.
+uint32_t stored_inode_checksum(std::span<const std::byte> in);
 
 // ---- extent tree blocks ----
 constexpr size_t kLeafExtents = (kBlockSize - kHeaderSize - 8) / 24;

@@ -44,6 +44,9 @@ struct Inode {
   // between: writers, truncates, opens and eviction wait (wait_in_steps).
   bool in_steps = false;
   std::optional<DirHeader> dir;  // cached directory header
+  // The checksum field of its table slot as this program last read or wrote it: a commit
+  // checks that the slot still holds it (InodeTable::check_slots). None: never stored yet.
+  std::optional<uint32_t> slot_checksum;
 
   bool is_dir() const { return (disk.mode & S_IFMT) == S_IFDIR; }
   bool is_reg() const { return (disk.mode & S_IFMT) == S_IFREG; }

@@ -30,10 +30,13 @@ Result<Inode*> InodeTable::get(uint64_t ino) {
     return fail(EIO, "{}", disk.error().message);
   }
   if (disk->mode == 0) return fail(ESTALE, "inode {}: not in use", ino);
+  auto image = meta_.read(block_of(ino));  // cached by read_as
+  if (!image) return fail(image.error());
   auto inode = std::make_unique<Inode>();
   inode->ino = ino;
   inode->disk = std::move(*disk);
   inode->stored_size = inode->disk.size;
+  inode->slot_checksum = stored_inode_checksum(image->subspan(offset_of(ino), kInodeSize));
   Inode* raw = inode.get();
   inodes_.emplace(ino, std::move(inode));
   return raw;
@@ -92,7 +95,27 @@ Result<void> InodeTable::write(uint64_t ino, const DiskInode& disk) {
   auto block = meta_.read(block_of(ino));
   if (!block) return fail(block.error());
   auto out = meta_.modify(block_of(ino));
-  encode_inode(disk, std::span(out).subspan(offset_of(ino), kInodeSize));
+  const auto slot = std::span(out).subspan(offset_of(ino), kInodeSize);
+  encode_inode(disk, slot);
+  if (Inode* inode = find(ino)) inode->slot_checksum = stored_inode_checksum(slot);
+  return {};
+}
+
+Result<void> InodeTable::check_slots(uint64_t block) {
+  auto image = meta_.read(block);
+  if (!image) return fail(image.error());
+  const uint64_t first = (block - start_) * kInodesPerBlock + 1;
+  for (uint64_t n = first; n < first + kInodesPerBlock && n <= count_; ++n) {
+    const Inode* inode = find(n);
+    if (inode == nullptr || !inode->slot_checksum) continue;
+    const uint32_t held = stored_inode_checksum(image->subspan(offset_of(n), kInodeSize));
+    if (held != *inode->slot_checksum) {
+      return fail(EIO,
+                  "inode table block {}: the slot of inode {} holds bytes this program did not "
+                  "write there (checksum {:08x}, last written {:08x})",
+                  block, n, held, *inode->slot_checksum);
+    }
+  }
   return {};
 }
 

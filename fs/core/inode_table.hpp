@@ -52,6 +52,14 @@ class InodeTable {
   // The inodes marked since the last call, and a fresh start.
   std::vector<uint64_t> take_dirty();
 
+  // Table block `block` (cached) still holds, in the slot of every inode in memory, what was
+  // last read from or written to that slot: bytes put there by anything else (memory
+  // overwritten from elsewhere) must not be committed. EIO naming the block and inode if not.
+  Result<void> check_slots(uint64_t block);
+  // The table's blocks: [first_block(), end_block()).
+  uint64_t first_block() const { return start_; }
+  uint64_t end_block() const { return start_ + (count_ + kInodesPerBlock - 1) / kInodesPerBlock; }
+
   // The inodes in memory.
   size_t size() const { return inodes_.size(); }
   Map::iterator begin() { return inodes_.begin(); }

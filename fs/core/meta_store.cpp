@@ -36,6 +36,14 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::read(uint64_t block) {
   return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
 }
 
+std::vector<uint64_t> MetaStore::dirty_in(uint64_t first, uint64_t end) const {
+  std::vector<uint64_t> blocks;
+  for (auto it = dirty_.lower_bound(first); it != dirty_.end() && it->first < end; ++it) {
+    blocks.push_back(it->first);
+  }
+  return blocks;
+}
+
 bool MetaStore::home_behind(uint64_t block) const {
   if (dirty_.contains(block)) return true;
   std::lock_guard lock(images_mutex_);

@@ -74,6 +74,8 @@ class MetaStore {
   void forget(uint64_t block);
 
   size_t dirty_blocks() const { return dirty_.size(); }
+  // The running transaction's blocks in [first, end), ascending.
+  std::vector<uint64_t> dirty_in(uint64_t first, uint64_t end) const;
   // Whether `block`'s home on the volume may be older than its image here: changed in the
   // running transaction, or committed and not yet checkpointed. A home that is not behind
   // holds the last image written, sealed (what a scrub may check it against).
