@@ -307,14 +307,29 @@ std::unique_ptr<Journal::Batch> Journal::take_batch_locked(std::vector<Refusal>&
                                      device_.name(), used_, capacity_, length)}});
       continue;
     }
+    // The checksums the descriptors carry are of the bytes written now: a block sealed by its
+    // owner must still hold what was sealed.
+    std::vector<uint32_t> checksums;
+    checksums.reserve(count);
+    std::optional<uint64_t> changed;
+    for (const JournalBlock& b : p.blocks) {
+      checksums.push_back(data_block_checksum(ConstBlock(b.data.data(), kJournalBlockSize)));
+      if (b.sealed && *b.sealed != checksums.back() && !changed) changed = b.target;
+    }
+    if (changed) {
+      refused.push_back(
+          {std::move(p.done),
+           Error{EIO, fmt::format("journal on {}: the image for block {} changed after it was "
+                                  "handed over (checksum mismatch): not journaled",
+                                  device_.name(), *changed)}});
+      continue;
+    }
     Batch::Transaction t{next_sequence_++, head_, length, 0, {}, AlignedBuffer(kJournalBlockSize),
                          std::move(p)};
     for (uint64_t first = 0; first < count; first += kMaxDescriptorEntries) {
       JournalDescriptor descriptor{t.sequence, {}};
       for (uint64_t i = first; i < std::min<uint64_t>(count, first + kMaxDescriptorEntries); ++i) {
-        const JournalBlock& b = t.pending.blocks[i];
-        descriptor.entries.push_back(
-            {b.target, data_block_checksum(ConstBlock(b.data.data(), kJournalBlockSize)), 0});
+        descriptor.entries.push_back({t.pending.blocks[i].target, checksums[i], 0});
       }
       t.descriptors.emplace_back(kJournalBlockSize);
       encode_journal_descriptor(descriptor, block(t.descriptors.back()));

@@ -29,6 +29,10 @@ namespace stripefs {
 struct JournalBlock {
   uint64_t target;
   std::span<const std::byte> data;
+  // data_block_checksum() of `data` when its owner handed it over, if the owner says: a
+  // block that no longer has it (changed since: a stable-pages violation, memory written
+  // from elsewhere) is not journaled; its transaction fails with EIO.
+  std::optional<uint32_t> sealed = std::nullopt;
 };
 
 struct JournalStats {

@@ -132,6 +132,9 @@ MetaStore::Snapshot MetaStore::take_snapshot() {
   for (const auto& [block, unused] : dirty_) {
     auto image = std::make_shared<AlignedBuffer>(kBlockSize);
     std::memcpy(image->data(), cache_.at(block).image.data(), kBlockSize);
+    // Sealed as copied: the journal refuses an image that changes before it is written.
+    snapshot.sealed.push_back(data_block_checksum(
+        std::span<const std::byte, kJournalBlockSize>(image->data(), kJournalBlockSize)));
     snapshot.blocks.emplace_back(block, std::move(image));
   }
   dirty_.clear();
@@ -145,16 +148,20 @@ Result<uint64_t> MetaStore::write_snapshot(const Snapshot& snapshot) {
   // that points at it can be replayed.
   if (auto r = volume_.flush(); !r) return fail(r.error());
   if (snapshot.blocks.empty()) return 0;
-  std::vector<JournalBlock> blocks;
-  blocks.reserve(snapshot.blocks.size());
-  for (const auto& [block, image] : snapshot.blocks) blocks.push_back({block, image->span()});
-  auto sequence = journal_.commit(std::move(blocks));
+  auto journal_blocks = [&] {
+    std::vector<JournalBlock> blocks;
+    blocks.reserve(snapshot.blocks.size());
+    for (size_t i = 0; i < snapshot.blocks.size(); ++i) {
+      blocks.push_back(
+          {snapshot.blocks[i].first, snapshot.blocks[i].second->span(), snapshot.sealed[i]});
+    }
+    return blocks;
+  };
+  auto sequence = journal_.commit(journal_blocks());
   if (!sequence && sequence.error().code == ENOSPC) {
     // The log is full of transactions already home-written or waiting: checkpoint them.
     if (auto r = checkpoint(); !r) return fail(r.error());
-    std::vector<JournalBlock> again;
-    for (const auto& [block, image] : snapshot.blocks) again.push_back({block, image->span()});
-    sequence = journal_.commit(std::move(again));
+    sequence = journal_.commit(journal_blocks());
   }
   return sequence;
 }

@@ -87,6 +87,7 @@ class MetaStore {
   struct Snapshot {
     uint64_t transaction = 0;
     std::vector<std::pair<uint64_t, BlockImage>> blocks;
+    std::vector<uint32_t> sealed;  // each image's journal checksum as copied
   };
   // Copies the running transaction's blocks and starts the next transaction.
   Snapshot take_snapshot();

@@ -97,6 +97,37 @@ TEST(Journal, ReplayReturnsEveryDurableTransactionInOrder) {
   EXPECT_EQ(*back, expected(all));
 }
 
+// A block whose owner sealed it (its checksum when handed over) and that changed before the
+// batch was written is never journaled: its transaction fails, the journal goes on.
+TEST(Journal, ABlockChangedAfterItWasSealedIsNotJournaled) {
+  Fixture f;
+  Tx first(1, 2);
+  ASSERT_TRUE(f.journal->commit(first.blocks()));
+  Tx second(2, 3);
+  std::vector<JournalBlock> blocks = second.blocks();
+  for (JournalBlock& b : blocks) {
+    b.sealed = data_block_checksum(
+        std::span<const std::byte, kJournalBlockSize>(b.data.data(), kJournalBlockSize));
+  }
+  second.images[1].data()[100] ^= std::byte{1};  // changed after it was sealed
+  auto refused = f.journal->commit(blocks);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, EIO);
+  EXPECT_NE(refused.error().message.find("block 201"), std::string::npos)
+      << refused.error().message;
+  // Sealed and unchanged: journaled.
+  Tx third(3, 2);
+  blocks = third.blocks();
+  for (JournalBlock& b : blocks) {
+    b.sealed = data_block_checksum(
+        std::span<const std::byte, kJournalBlockSize>(b.data.data(), kJournalBlockSize));
+  }
+  ASSERT_TRUE(f.journal->commit(blocks));
+  auto back = replay(f.media);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, expected({&first, &third}));
+}
+
 // The last transaction cut at every sector boundary: replay gives the state before it or
 // after it, never a mix.
 TEST(Journal, TornLastTransactionReplaysWholeOrNotAtAll) {
