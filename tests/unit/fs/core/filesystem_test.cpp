@@ -588,7 +588,7 @@ TEST(Filesystem, CrashKeepsTheSizeOfAFileOverwrittenInPlace) {
 // the transaction grows to a quarter of a small journal: right after an inode's range, too.
 // Such a commit stores the inode, and nothing holds it then (no lookups, no opens): it must
 // stay in memory until its recovery is done with it, not be evicted under it (a use after
-// free that once gave an inode-table block foreign bytes).
+// free, which ASan reports without the guard).
 TEST(Filesystem, CrashRecoveryOfManyFilesPastTheirSizeCommitsBetweenThem) {
   fs::MakeFsOptions make;
   make.journal_blocks = 256;  // the smallest: commits every 64 changed blocks or inodes
