@@ -18,10 +18,27 @@
 #   5. unmounted, fsck.stripefs -n -f --parity finds nothing wrong.
 #   Cycle directories three cycles old are removed (the frees exercise the allocator).
 # CHECK_CRASH_LOG_LEVEL=debug has the cut daemon trace its creates, renames, unlinks, commits
-# and fsyncs into the test's tmp/powercut.err (the last cycle's: a failure's).
+# and fsyncs into the test's tmp/powercut.err (the last cycle's: a failure's). The recovery
+# mount runs in the foreground with its log (at that level too) in tmp/recovery.err: a
+# mounted daemon logs only to syslog, which a test machine may not keep.
+# CHECK_CRASH_KEEP=1 copies the members into tmp/cut/ after each cut, before the recovery:
+# a failed cycle's recovery can then be run again from the same state.
 # Cycle N's seed is CHECK_CRASH_SEED + N (CHECK_CRASH_SEED: random unless set); a failure
 # names it, and CHECK_CRASH_SEED replays the same cuts' survivors and workloads (not the
 # same instants).
+
+# The recovery mount of `source`: the daemon in the foreground, its log in tmp/recovery.err.
+_crash_mount() { # source
+  local options=$TEST_MOUNT_OPTIONS${CHECK_CRASH_LOG_LEVEL:+,log_level=$CHECK_CRASH_LOG_LEVEL}
+  "$STRIPEFS_BUILD/fs/stripefs" -f -o "$options" "$1" "$TEST_DIR" 2>"$TEST_TMP/recovery.err" &
+  local daemon=$! i
+  for i in $(seq 1 200); do
+    mountpoint -q "$TEST_DIR" && return 0
+    kill -0 "$daemon" 2>/dev/null || _fail "mount: $(head -1 "$TEST_TMP/recovery.err")"
+    sleep 0.1
+  done
+  _fail "the recovery mount never came up: $(tail -1 "$TEST_TMP/recovery.err")"
+}
 
 _crash_cycles() { # cycles [lose-member] [fsx]
   local cycles=$1 lose=0 fsx=0 arg
@@ -72,6 +89,11 @@ _crash_cycles() { # cycles [lose-member] [fsx]
     kill -9 "$load" $fsx_pid 2>/dev/null || true
     wait "$load" $fsx_pid 2>/dev/null || true
     umount -l "$TEST_DIR"
+    if [ -n "${CHECK_CRASH_KEEP:-}" ]; then
+      mkdir -p "$TEST_TMP/cut"
+      cp --sparse=always "${members[@]}" "$TEST_TMP/cut/"
+      echo "cycle $c (seed $seed)" >"$TEST_TMP/cut/cycle"
+    fi
 
     source=$TEST_SOURCE
     lost=""
@@ -81,7 +103,7 @@ _crash_cycles() { # cycles [lose-member] [fsx]
       for m in "${members[@]}"; do [ "$m" = "$lost" ] || rest+=("$m"); done
       source=$(IFS=:; echo "${rest[*]}")
     fi
-    _mount "$source"
+    _crash_mount "$source"
     "$build/tests/check/stripefs-crashload" verify "$TEST_DIR/c$c" "$TEST_TMP/log.$c" \
       >"$TEST_TMP/verify.out" 2>"$TEST_TMP/verify.err" ||
       _fail "$(head -1 "$TEST_TMP/verify.out")"
