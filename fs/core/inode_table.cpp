@@ -21,22 +21,23 @@ Result<Inode*> InodeTable::get(uint64_t ino) {
   if (Inode* cached = find(ino)) return cached;
   if (ino == 0 || ino > count_) return fail(ESTALE, "inode {}: out of range", ino);
   if (!slots_.busy(ino - 1)) return fail(ESTALE, "inode {}: not in use", ino);
-  (void)check_block(ino, 0);  // damage elsewhere in the block is not this inode's
+  (void)check_block(ino, 0);   // damage elsewhere in the block is not this inode's
+  uint32_t slot_checksum = 0;  // of the slot that decoded (perhaps after a heal)
   auto disk = meta_.read_as(block_of(ino), [&](std::span<const std::byte, kBlockSize> image) {
-    return decode_inode(image.subspan(offset_of(ino), kInodeSize), ino);
+    const auto slot = image.subspan(offset_of(ino), kInodeSize);
+    slot_checksum = stored_inode_checksum(slot);
+    return decode_inode(slot, ino);
   });
   if (!disk) {
     fs_log().error("{}", disk.error().message);
     return fail(EIO, "{}", disk.error().message);
   }
   if (disk->mode == 0) return fail(ESTALE, "inode {}: not in use", ino);
-  auto image = meta_.read(block_of(ino));  // cached by read_as
-  if (!image) return fail(image.error());
   auto inode = std::make_unique<Inode>();
   inode->ino = ino;
   inode->disk = std::move(*disk);
   inode->stored_size = inode->disk.size;
-  inode->slot_checksum = stored_inode_checksum(image->subspan(offset_of(ino), kInodeSize));
+  inode->slot_checksum = slot_checksum;
   Inode* raw = inode.get();
   inodes_.emplace(ino, std::move(inode));
   return raw;

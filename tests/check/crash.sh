@@ -27,17 +27,23 @@
 # names it, and CHECK_CRASH_SEED replays the same cuts' survivors and workloads (not the
 # same instants).
 
+# Waits until TEST_DIR is mounted by daemon `pid`, which logs to `log`; fails the test naming
+# `what` if the daemon ends first or nothing is mounted within 20 s.
+_await_mount() { # pid log what
+  local i
+  for i in $(seq 1 200); do
+    mountpoint -q "$TEST_DIR" && return 0
+    kill -0 "$1" 2>/dev/null || _fail "$3: $(tail -1 "$2")"
+    sleep 0.1
+  done
+  _fail "$3 never mounted: $(tail -1 "$2")"
+}
+
 # The recovery mount of `source`: the daemon in the foreground, its log in tmp/recovery.err.
 _crash_mount() { # source
   local options=$TEST_MOUNT_OPTIONS${CHECK_CRASH_LOG_LEVEL:+,log_level=$CHECK_CRASH_LOG_LEVEL}
   "$STRIPEFS_BUILD/fs/stripefs" -f -o "$options" "$1" "$TEST_DIR" 2>"$TEST_TMP/recovery.err" &
-  local daemon=$! i
-  for i in $(seq 1 200); do
-    mountpoint -q "$TEST_DIR" && return 0
-    kill -0 "$daemon" 2>/dev/null || _fail "mount: $(head -1 "$TEST_TMP/recovery.err")"
-    sleep 0.1
-  done
-  _fail "the recovery mount never came up: $(tail -1 "$TEST_TMP/recovery.err")"
+  _await_mount $! "$TEST_TMP/recovery.err" "the recovery mount"
 }
 
 _crash_cycles() { # cycles [lose-member] [fsx]
@@ -63,13 +69,7 @@ _crash_cycles() { # cycles [lose-member] [fsx]
       ${CHECK_CRASH_LOG_LEVEL:+--log-level "$CHECK_CRASH_LOG_LEVEL"} "$TEST_SOURCE" "$TEST_DIR" \
       >"$TEST_TMP/powercut.out" 2>"$TEST_TMP/powercut.err" &
     cut=$!
-    local i
-    for i in $(seq 1 200); do
-      mountpoint -q "$TEST_DIR" && break
-      kill -0 "$cut" 2>/dev/null || _fail "stripefs-powercut: $(tail -1 "$TEST_TMP/powercut.err")"
-      sleep 0.1
-    done
-    mountpoint -q "$TEST_DIR" || _fail "stripefs-powercut never mounted"
+    _await_mount "$cut" "$TEST_TMP/powercut.err" stripefs-powercut
     "$build/tests/check/stripefs-crashload" run -S "$seed" -p 3 "$TEST_DIR/c$c" \
       "$TEST_TMP/log.$c" >/dev/null 2>"$TEST_TMP/load.err" &
     load=$!
