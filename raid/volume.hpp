@@ -220,14 +220,15 @@ class Volume {
   // The read buffers of scrub_stripes, kept by a caller that scrubs in many calls (the
   // background scrub: a call per round) so that no call allocates, and faults in, its own.
   struct ScrubBuffers {
-    std::vector<AlignedBuffer> reads;  // kScrubDepth batches of one per member
+    std::vector<AlignedBuffer> reads;  // scrub_depth() batches of one per member
     AlignedBuffer scratch;
     uint64_t allocations = 0;  // times `reads` was allocated (once, for one volume)
   };
   Result<void> scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
                              const ScrubBatch* check = nullptr, ScrubBuffers* buffers = nullptr);
-  // Stripes scrub_stripes reads and judges at a time (a batch).
+  // Stripes scrub_stripes reads and judges at a time (a batch), and batches in flight.
   uint64_t scrub_batch() const;
+  unsigned scrub_depth() const;
 
   // Checksum recovery (volume_recover.cpp): bytes [offset, offset + data.size()) of the
   // volume, within one chunk, read without error but failed the caller's check (`good`, a
@@ -305,15 +306,18 @@ class Volume {
   // Stripes per rebuild_rows batch: about kRebuildBatchBytes of each member.
   static constexpr uint64_t kRebuildBatchBytes = 4u << 20;
   uint64_t rebuild_batch() const;
-  // Stripes per scrub batch: about kScrubBatchBytes of each member (volume_scrub.cpp).
-  // Measured, stripefs-bench rebuild, RAID5 of 4, scrub against every member read at once,
-  // 4 MiB / 256 KiB: 0.05 / 0.50-0.70 on tmpfs, 0.49 / 0.97 on modeled 200 MiB/s devices
-  // (2026-12-05; 1 MiB gave 0.45 on tmpfs, 64 KiB 0.49). Why, not measured: a smaller
-  // batch is likely judged while still in the CPU's caches, and reads arrive less bursty.
-  static constexpr uint64_t kScrubBatchBytes = 256u << 10;
-  // Batches in flight. 3 and 4 measured no different from 2 (median ratios 0.54-0.78 each,
-  // within the machine's noise; 2026-12-06), so the fewest buffers.
-  static constexpr unsigned kScrubDepth = 2;
+  // Stripes per scrub batch: about kScrubBatchBytes of each member (volume_scrub.cpp), and
+  // batches in flight: as many as keep about kScrubInFlightBytes of each member in flight,
+  // at least 2 (one judged, one read) and at most kMaxScrubDepth. Measured, stripefs-bench
+  // rebuild, RAID5 of 4 on tmpfs (2026-12-07, 64 KiB chunks), scrub MiB/s in the runs
+  // whose every-member-read baseline was ~7,500 MiB/s: batch 256 KiB at depth 2 ~3,400,
+  // 256 KiB at 8 ~4,350, 512 KiB at 4 ~4,400, 512 KiB at 8 ~4,700, 1 MiB at 4 ~5,000.
+  // On tmpfs the reads are copies that one io-wq worker does one after another, so
+  // what counts is how much is queued for it while a batch is judged. (2026-12-05: 4 MiB
+  // batches at depth 2 gave 0.05 of the baseline, 1 MiB 0.45, 256 KiB 0.50-0.70.)
+  static constexpr uint64_t kScrubBatchBytes = 1u << 20;
+  static constexpr uint64_t kScrubInFlightBytes = 4u << 20;
+  static constexpr unsigned kMaxScrubDepth = 4;
 
   Geometry geometry_;
   std::unique_ptr<Level> level_;

@@ -181,6 +181,12 @@ uint64_t Volume::scrub_batch() const {
   return std::max<uint64_t>(1, kScrubBatchBytes / geometry_.chunk_size());
 }
 
+unsigned Volume::scrub_depth() const {
+  const uint64_t batch_bytes = scrub_batch() * geometry_.chunk_size();
+  return static_cast<unsigned>(
+      std::clamp<uint64_t>(kScrubInFlightBytes / batch_bytes, 2, kMaxScrubDepth));
+}
+
 Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
                                    const ScrubBatch* check, ScrubBuffers* kept) {
   if (missing_members() > 0) {
@@ -197,9 +203,10 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   if (geometry_.level() == RaidLevel::raid0) return {};  // nothing to check against
   // A batch of stripes at a time, under their locks: one read per member for the range they
   // occupy on it (every member at once; cut at the device's max_io, as every Volume request
-  // is), then each stripe judged from the buffers. The next kScrubDepth - 1 batches are
-  // read while this one is judged.
+  // is), then each stripe judged from the buffers. The next depth - 1 batches are read
+  // while this one is judged.
   const uint64_t batch = scrub_batch();
+  const unsigned depth = scrub_depth();
   struct Batch {
     uint64_t from = 0, to = 0, begin = 0;
     AlignedBuffer* buffers = nullptr;         // one per member
@@ -210,14 +217,14 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   ScrubBuffers& buffers = kept != nullptr ? *kept : own;
   // A batch's range on a member may start and end inside a chunk.
   const uint64_t buffer_bytes = (batch + 2) * chunk;
-  if (buffers.reads.size() != kScrubDepth * width || buffers.reads.front().size() != buffer_bytes) {
+  if (buffers.reads.size() != depth * width || buffers.reads.front().size() != buffer_bytes) {
     buffers.reads.clear();
-    for (unsigned i = 0; i < kScrubDepth * width; ++i) buffers.reads.emplace_back(buffer_bytes);
+    for (unsigned i = 0; i < depth * width; ++i) buffers.reads.emplace_back(buffer_bytes);
     ++buffers.allocations;
   }
   if (buffers.scratch.size() != 2 * chunk) buffers.scratch = AlignedBuffer(2 * chunk);
-  Batch batches[kScrubDepth];
-  for (unsigned i = 0; i < kScrubDepth; ++i) batches[i].buffers = &buffers.reads[i * width];
+  Batch batches[kMaxScrubDepth];
+  for (unsigned i = 0; i < depth; ++i) batches[i].buffers = &buffers.reads[i * width];
   StripeJudge judge(*level_, geometry_, check, row, buffers.scratch.span());
   const uint64_t last = std::min(first + count, geometry_.stripes());
   // What a stripe's judging found, counted and logged.
@@ -363,17 +370,17 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   uint64_t reached = first;  // where the next batch to start begins
   uint64_t started = 0;
   const auto start_more = [&](uint64_t finished) {
-    while (started < finished + kScrubDepth && reached < last) {
-      Batch& b = batches[started++ % kScrubDepth];
+    while (started < finished + depth && reached < last) {
+      Batch& b = batches[started++ % depth];
       start(b, reached);
       reached = b.to;
     }
   };
   start_more(0);
   for (uint64_t i = 0; i < started; ++i) {
-    Result<void> status = finish(batches[i % kScrubDepth], true);
+    Result<void> status = finish(batches[i % depth], true);
     if (!status) {
-      for (uint64_t j = i + 1; j < started; ++j) (void)finish(batches[j % kScrubDepth], false);
+      for (uint64_t j = i + 1; j < started; ++j) (void)finish(batches[j % depth], false);
       return fail(status.error().code, "scrub: {}", status.error().message);
     }
     start_more(i + 1);

@@ -15,7 +15,9 @@ namespace stripefs {
 namespace {
 
 constexpr uint32_t kChunk = 16384;
-constexpr uint64_t kRows = 24;
+// More stripes than the scrub's pipeline holds (scrub_depth() batches of scrub_batch()
+// stripes: 4 of 64 at these chunks), so that every batch slot is used and reused.
+constexpr uint64_t kRows = 328;
 constexpr uint64_t kDataOffset = 8192;
 
 struct ScrubCase {
@@ -222,17 +224,17 @@ TEST_P(VolumeScrub, WithChecksEveryCorruptedChunkIsNamedAndRepaired) {
   s.expect_data();
 }
 
-// The background scrub's way: a call per round with the same buffers, a round longer than a
-// batch (so both batches of the pipeline are used). Each round judges its own stripes, not
-// what an earlier round left in the buffers, a read that fails in a later round is healed
-// from what that round read, and the buffers are allocated once.
+// The background scrub's way: a call per round with the same buffers, a round longer than
+// the pipeline (so every batch slot is used, and the first is used again). Each round judges its
+// own stripes, not what an earlier round left in the buffers, a read that fails in a later round is
+// healed from what that round read, and the buffers are allocated once.
 TEST_P(VolumeScrub, RoundsWithKeptBuffersFindWhatOneCallFinds) {
   Scrubbed s(GetParam());
   const KnownData check(s.data);
   const uint64_t stripes = s.volume->geometry().stripes();
-  const uint64_t round = s.volume->scrub_batch() + 3;
+  const uint64_t round = s.volume->scrub_depth() * s.volume->scrub_batch() + 3;
   ASSERT_GT(stripes, round + 2) << "the test needs a second round";
-  const uint64_t bad_stripe = round - 2;  // in the first round's second batch
+  const uint64_t bad_stripe = round - 2;  // in the first round's last batch, a reused slot
   const ChunkLocation bad = s.corrupt(bad_stripe, 0);
   const ChunkLocation unreadable = s.level->redundancy_set(round + 1)[0];  // second round
   const uint64_t byte = kDataOffset + unreadable.member_offset + 4096;
