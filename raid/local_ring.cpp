@@ -2,7 +2,6 @@
 
 #include <liburing.h>
 #include <poll.h>
-#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "raid/cpus.hpp"
 #include "raid/log.hpp"
 #include "raid/member_sqe.hpp"
 
@@ -67,8 +67,7 @@ struct Ring {
       // The kernel flags pending completions (IORING_SQ_TASKRUN), so a spin can watch for
       // them in memory. Not on one CPU, where it would only keep the device's worker (a
       // loop device's, say) from running.
-      cpu_set_t cpus;
-      spins = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > 1;
+      spins = usable_cpus() > 1;
     }
     if (rc < 0) {
       raid_log().warn("a thread's own io_uring: {}; its requests go to the engine",

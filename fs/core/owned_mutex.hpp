@@ -6,12 +6,12 @@
 // std::condition_variable_any.
 #pragma once
 
-#include <sched.h>
-
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
+
+#include "raid/cpus.hpp"
 
 namespace stripefs::fs {
 
@@ -27,7 +27,7 @@ class OwnedMutex {
     // writes did not move; after the tries were made to wait for an empty owner, three more
     // pairs gave +11 %, +22 % and -5 %. With one CPU to run on, the holder cannot run while we
     // spin: no spin there.
-    static const bool spin = cpus_to_run_on() > 1;
+    static const bool spin = usable_cpus() > 1;
     if (spin) {
       // The clock is read only once the first tries failed: a free lock costs no more than
       // it did.
@@ -68,11 +68,6 @@ class OwnedMutex {
 
  private:
   static constexpr std::chrono::nanoseconds kSpin{20'000};
-  static unsigned cpus_to_run_on() {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::thread::hardware_concurrency();
-    return static_cast<unsigned>(CPU_COUNT(&set));
-  }
   static void spin_pause() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();

@@ -1,6 +1,5 @@
 #include "fs/daemon/mount_options.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +8,8 @@
 #include <cstdlib>
 #include <optional>
 #include <string_view>
-#include <thread>
 
+#include "raid/cpus.hpp"
 #include "raid/units.hpp"
 
 namespace stripefs::fs {
@@ -311,10 +310,7 @@ unsigned io_threads_for(unsigned cpus) {
 }
 
 unsigned default_io_threads() {
-  cpu_set_t cpus;
-  unsigned count = std::thread::hardware_concurrency();
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) count = CPU_COUNT(&cpus);
-  return io_threads_for(count);
+  return io_threads_for(usable_cpus());
 }
 
 }  // namespace stripefs::fs
