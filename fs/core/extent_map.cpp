@@ -179,6 +179,7 @@ std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::abandon(uint64_t first, ui
 
 std::vector<Extent> ExtentMap::on_disk() const {
   std::vector<Extent> extents;
+  extents.reserve(map_.size());
   for (const auto& [first, m] : map_) {
     if (m.pending && m.replaces == 0) continue;
     Extent e = m.extent;

@@ -1,7 +1,7 @@
 // A file's extents: loaded from and stored to disk (up to kInlineExtents in the inode, else a
-// tree of leaf and index blocks that is rewritten into fresh blocks at commit, the old
-// blocks freed with the transaction), and the filesystem's changes to a file's ExtentMap that
-// allocate or free blocks: metadata files' blocks, frees of any size in steps.
+// tree of leaf and index blocks, of which a commit writes what changed: extent_tree.hpp), and the
+// filesystem's changes to a file's ExtentMap that allocate or free blocks: metadata files' blocks,
+// frees of any size in steps.
 #include "fs/core/filesystem.hpp"
 #include "fs/core/fs_log.hpp"
 
@@ -9,18 +9,20 @@ namespace stripefs::fs {
 
 namespace {
 
-// Reads the subtree at `block` (`levels` levels, 1 = a leaf) into `out`.
+// Reads the subtree at `block` (`levels` levels, 1 = a leaf) into `out`, and its blocks into
+// `tree`.
 Result<void> read_tree(MetaStore& meta, uint64_t block, uint32_t levels, uint64_t ino,
-                       std::vector<Extent>& out, std::vector<uint64_t>& blocks) {
-  blocks.push_back(block);
+                       std::vector<Extent>& out, ExtentTree& tree) {
   if (levels == 1) {
     auto leaf = meta.read_as(block, [block](std::span<const std::byte, kBlockSize> image) {
       return decode_extent_leaf(image, block);
     });
     if (!leaf) return fail(EIO, "inode {}: {}", ino, leaf.error().message);
+    tree.add_leaf(block, *leaf);
     out.insert(out.end(), leaf->begin(), leaf->end());
     return {};
   }
+  tree.add_index(block);
   uint32_t level = 0;
   auto index = meta.read_as(block, [block, &level](std::span<const std::byte, kBlockSize> image) {
     return decode_extent_index(image, block, &level);
@@ -31,7 +33,7 @@ Result<void> read_tree(MetaStore& meta, uint64_t block, uint32_t levels, uint64_
                 block, level, levels - 1);
   }
   for (const IndexEntry& e : *index) {
-    if (auto r = read_tree(meta, e.block, levels - 1, ino, out, blocks); !r) return r;
+    if (auto r = read_tree(meta, e.block, levels - 1, ino, out, tree); !r) return r;
   }
   return {};
 }
@@ -43,11 +45,15 @@ Result<void> Filesystem::load_extents(Inode& inode) {
   std::vector<Extent> extents;
   if (inode.disk.tree_depth == 0) {
     extents = inode.disk.inline_extents;
-  } else if (auto r = read_tree(*meta_, inode.disk.tree_root, inode.disk.tree_depth, inode.ino,
-                                extents, inode.tree_blocks);
-             !r) {
-    fs_log().error("{}", r.error().message);
-    return r;
+  } else {
+    inode.tree = ExtentTree{};
+    inode.tree.set_root({inode.disk.tree_depth, inode.disk.tree_root});
+    if (auto r = read_tree(*meta_, inode.disk.tree_root, inode.disk.tree_depth, inode.ino, extents,
+                           inode.tree);
+        !r) {
+      fs_log().error("{}", r.error().message);
+      return r;
+    }
   }
   for (const Extent& e : extents) {
     if (!inode.extents.empty() && e.logical < inode.extents.end_block()) {
@@ -67,48 +73,37 @@ Result<void> Filesystem::load_extents(Inode& inode) {
 
 Result<void> Filesystem::store_extents(Inode& inode) {
   std::vector<Extent> extents = inode.extents.on_disk();
-  for (uint64_t b : inode.tree_blocks) free_blocks(b, 1);
-  inode.disk.blocks -= inode.tree_blocks.size();
-  inode.tree_blocks.clear();
-  inode.disk.inline_extents.clear();
-  inode.disk.tree_depth = 0;
-  inode.disk.tree_root = 0;
+  const auto release = [&](uint64_t b) {
+    free_blocks(b, 1);
+    --inode.disk.blocks;
+  };
   if (extents.size() <= kInlineExtents) {
+    inode.tree.release_all(release);
+    inode.disk.tree_depth = 0;
+    inode.disk.tree_root = 0;
     inode.disk.inline_extents = std::move(extents);
     inode.extents_dirty = false;
     return {};
   }
-  auto allocate = [&]() -> Result<uint64_t> {
-    auto run = blocks_->reserve(1, 0, 1);
-    if (!run) return fail(ENOSPC, "inode {}: no space for the extent tree", inode.ino);
-    blocks_->mark_used(*meta_, run->first, 1);
-    inode.tree_blocks.push_back(run->first);
-    ++inode.disk.blocks;
-    return run->first;
+  const ExtentTree::Blocks blocks{
+      .allocate = [&]() -> Result<uint64_t> {
+        auto run = blocks_->reserve(1, 0, 1);
+        if (!run) return fail(ENOSPC, "inode {}: no space for the extent tree", inode.ino);
+        blocks_->mark_used(*meta_, run->first, 1);
+        ++inode.disk.blocks;
+        return run->first;
+      },
+      .release = release,
+      .image = [&](uint64_t b) { return meta_->fresh(b); },
   };
-  std::vector<IndexEntry> level;
-  for (size_t i = 0; i < extents.size(); i += kLeafExtents) {
-    auto block = allocate();
-    if (!block) return fail(block.error());
-    const size_t n = std::min(kLeafExtents, extents.size() - i);
-    encode_extent_leaf(std::span(extents).subspan(i, n), *block, meta_->fresh(*block));
-    level.push_back({extents[i].logical, *block});
-  }
-  uint32_t depth = 1;
-  while (level.size() > 1) {
-    std::vector<IndexEntry> up;
-    for (size_t i = 0; i < level.size(); i += kIndexEntries) {
-      auto block = allocate();
-      if (!block) return fail(block.error());
-      const size_t n = std::min(kIndexEntries, level.size() - i);
-      encode_extent_index(std::span(level).subspan(i, n), depth, *block, meta_->fresh(*block));
-      up.push_back({level[i].first_logical, *block});
-    }
-    level = std::move(up);
-    ++depth;
-  }
-  inode.disk.tree_depth = depth;
-  inode.disk.tree_root = level.front().block;
+  ExtentTree::Written written;
+  auto root = inode.tree.store(extents, blocks, &written);
+  if (!root) return fail(root.error());
+  stats_.extent_leaves_written += written.leaves;
+  stats_.extent_index_blocks_written += written.index_blocks;
+  inode.disk.inline_extents.clear();
+  inode.disk.tree_depth = root->depth;
+  inode.disk.tree_root = root->block;
   inode.extents_dirty = false;
   return {};
 }

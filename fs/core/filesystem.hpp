@@ -129,6 +129,9 @@ struct FsStats {
   uint64_t writeback_done_bytes = 0;    // ... and written
   uint64_t writebacks = 0;
   uint64_t full_stripe_writebacks = 0;  // started because a full stripe was dirty
+  // Extent tree blocks commits wrote: leaves (changed, split or packed) and index blocks.
+  uint64_t extent_leaves_written = 0;
+  uint64_t extent_index_blocks_written = 0;
   // The mount after a crash: inodes it looked at for no links or blocks past their size
   // (those listed in the orphan list; every inode in use without one), and freed.
   uint64_t recovery_inodes_examined = 0;

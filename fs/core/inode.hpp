@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fs/core/extent_map.hpp"
+#include "fs/core/extent_tree.hpp"
 #include "fs/core/file_cache.hpp"
 #include "fs/core/format.hpp"
 #include "fs/core/interval_set.hpp"
@@ -28,9 +29,9 @@ struct Inode {
   bool extents_loaded = false;
   bool extents_dirty = false;
   ExtentMap extents;
-  std::vector<uint64_t> tree_blocks;  // on-disk extent tree blocks (freed when rewritten)
-  FileCache cache;                    // data written and not yet on the members
-  unsigned writebacks = 0;            // jobs in flight
+  ExtentTree tree;          // the extents on disk when more than fit in the inode (once loaded)
+  FileCache cache;          // data written and not yet on the members
+  unsigned writebacks = 0;  // jobs in flight
   // File blocks of dirty data that have no volume blocks yet, each promised one (counted in
   // delalloc_reserved_): so writeback never meets ENOSPC after write() said yes.
   IntervalSet delalloc;

@@ -121,8 +121,7 @@ Result<void> Filesystem::destroy_inode(Inode& inode, Lock& lock) {
   drop_ranges(inode, 0, UINT64_MAX);
   if (auto r = load_extents(inode); !r) return r;
   if (auto r = free_range(inode, 0, UINT64_MAX); !r) return r;
-  for (uint64_t b : inode.tree_blocks) free_blocks(b, 1);
-  inode.tree_blocks.clear();
+  inode.tree.release_all([this](uint64_t b) { free_blocks(b, 1); });
   if (inode.disk.xattr_block != 0) {
     free_blocks(inode.disk.xattr_block, std::max<uint32_t>(inode.disk.xattr_blocks, 1));
   }

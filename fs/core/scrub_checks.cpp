@@ -153,7 +153,7 @@ class FsScrubChecker final : public ScrubChecker {
     }
     if (!file.is_reg() && !file.is_dir()) return {};
     if (auto r = fs_.load_extents(file); !r) return r;
-    for (uint64_t b : file.tree_blocks) trees_.add(b, b + 1);
+    for (uint64_t b : file.tree.blocks()) trees_.add(b, b + 1);
     for (const auto& [first, mapped] : file.extents) {
       if (mapped.pending) continue;
       const Extent& e = mapped.extent;

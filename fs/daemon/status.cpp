@@ -288,6 +288,8 @@ nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) 
             {"writeback_done_bytes", f.writeback_done_bytes},
             {"writebacks", f.writebacks},
             {"full_stripe_writebacks", f.full_stripe_writebacks},
+            {"extent_leaves_written", f.extent_leaves_written},
+            {"extent_index_blocks_written", f.extent_index_blocks_written},
             {"checksum_recovered", f.checksum_recovered},
             {"checksum_unrecoverable", f.checksum_unrecoverable}}},
           {"metadata",

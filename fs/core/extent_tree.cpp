@@ -1,0 +1,212 @@
+#include "fs/core/extent_tree.hpp"
+
+#include <algorithm>
+
+namespace stripefs::fs {
+
+namespace {
+
+// The 128-bit product of two words, folded to 64 bits (wyhash's mixing step): one
+// multiply moves every input bit into many output bits.
+__extension__ typedef unsigned __int128 Product;  // GCC's and Clang's, on 64-bit targets
+uint64_t mum(uint64_t a, uint64_t b) {
+  const Product r = static_cast<Product>(a) * b;
+  return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
+}
+
+constexpr uint64_t kSecret[6] = {0xa0761d6478bd642fULL, 0xe7037ed1a0b428dbULL,
+                                 0x8ebc6af09c88c6e3ULL, 0x589965cc75374cc3ULL,
+                                 0x1d8e4e27c47d124fULL, 0x9e3779b97f4a7c15ULL};
+
+// Leaves a split or a rebuild fills: a packed tree's are full, a split's three quarters
+// full, so that the next few extents a random write adds do not split them again at once.
+constexpr size_t kSplitLeafExtents = kLeafExtents * 3 / 4;
+
+}  // namespace
+
+ExtentTree::Fingerprint ExtentTree::fingerprint(std::span<const Extent> extents) {
+  // Two lanes of 64 bits fed differently: a changed leaf that kept its fingerprint would
+  // not be written, so a collision must be out of reach, not merely unlikely. (A commit
+  // fingerprints every leaf of a changed file: this is on its path, two multiplies an
+  // extent.)
+  uint64_t a = mum(extents.size() ^ kSecret[0], kSecret[1]);
+  uint64_t b = mum(extents.size() ^ kSecret[2], kSecret[3]);
+  for (const Extent& e : extents) {
+    const uint64_t length = (uint64_t{e.length} << 1) | (e.unwritten ? 1 : 0);
+    a = mum(a ^ e.logical ^ kSecret[0], e.physical ^ kSecret[1]);
+    b = mum(b ^ length ^ kSecret[2], (e.logical + e.physical) ^ kSecret[3]);
+  }
+  return {mum(a ^ kSecret[4], b ^ kSecret[5]), mum(b ^ kSecret[4], a ^ kSecret[1])};
+}
+
+void ExtentTree::add_leaf(uint64_t block, std::span<const Extent> extents) {
+  // A leaf that holds nothing, or not after the one before, has no range of its own: the
+  // next store packs the tree afresh.
+  if (extents.empty() || (!leaves_.empty() && extents.front().logical <= leaves_.back().first)) {
+    repack_ = true;
+  }
+  leaves_.push_back({block, extents.empty() ? 0 : extents.front().logical, fingerprint(extents)});
+}
+
+std::vector<uint64_t> ExtentTree::blocks() const {
+  std::vector<uint64_t> all;
+  all.reserve(leaves_.size() + index_.size());
+  for (const Leaf& leaf : leaves_) all.push_back(leaf.block);
+  all.insert(all.end(), index_.begin(), index_.end());
+  return all;
+}
+
+void ExtentTree::release_all(const std::function<void(uint64_t)>& release) {
+  for (const uint64_t b : blocks()) release(b);
+  leaves_.clear();
+  index_.clear();
+  root_ = {0, 0};
+  repack_ = false;
+}
+
+Result<void> ExtentTree::write_leaf(Leaf& leaf, std::span<const Extent> extents,
+                                    const Blocks& blocks) {
+  encode_extent_leaf(extents, leaf.block, blocks.image(leaf.block));
+  leaf.first = extents.front().logical;
+  leaf.print = fingerprint(extents);
+  return {};
+}
+
+Result<void> ExtentTree::rebuild(std::span<const Extent> extents, const Blocks& blocks,
+                                 Written& written) {
+  // The index blocks stay for write_index to reuse; the leaves are all written again.
+  std::vector<Leaf> old = std::move(leaves_);
+  leaves_.clear();
+  size_t reused = 0;
+  for (size_t i = 0; i < extents.size(); i += kLeafExtents) {
+    const size_t n = std::min(kLeafExtents, extents.size() - i);
+    Leaf leaf{};
+    if (reused < old.size()) {
+      leaf.block = old[reused++].block;
+    } else {
+      auto block = blocks.allocate();
+      if (!block) return fail(block.error());
+      leaf.block = *block;
+    }
+    if (auto r = write_leaf(leaf, extents.subspan(i, n), blocks); !r) return r;
+    leaves_.push_back(leaf);
+    ++written.leaves;
+  }
+  for (; reused < old.size(); ++reused) blocks.release(old[reused].block);
+  written.rebuilt = true;
+  repack_ = false;
+  return {};
+}
+
+Result<ExtentTree::Root> ExtentTree::store(std::span<const Extent> extents, const Blocks& blocks,
+                                           Written* written_out) {
+  Written ignored;
+  auto root = store_changes(extents, blocks, written_out != nullptr ? *written_out : ignored);
+  if (!root) {
+    // Part of it may be written, and blocks given back: the transaction fails, and the tree
+    // forgets its blocks rather than give any back twice.
+    leaves_.clear();
+    index_.clear();
+    root_ = {0, 0};
+  }
+  return root;
+}
+
+Result<ExtentTree::Root> ExtentTree::store_changes(std::span<const Extent> extents,
+                                                   const Blocks& blocks, Written& written) {
+  const auto before = [this] {
+    std::vector<std::pair<uint64_t, uint64_t>> shape;
+    for (const Leaf& leaf : leaves_) shape.emplace_back(leaf.block, leaf.first);
+    return shape;
+  }();
+  const size_t packed = (extents.size() + kLeafExtents - 1) / kLeafExtents;
+  if (leaves_.empty() || repack_ || leaves_.size() > 2 * packed + 1) {
+    if (auto r = rebuild(extents, blocks, written); !r) return fail(r.error());
+  } else {
+    // Each leaf's share of `extents`, by the ranges the leaves had; changed ones rewritten.
+    std::vector<Leaf> next;
+    next.reserve(leaves_.size() + 1);
+    size_t at = 0;
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      size_t end = extents.size();
+      if (i + 1 < leaves_.size()) {
+        const uint64_t bound = leaves_[i + 1].first;
+        end = static_cast<size_t>(
+            std::partition_point(extents.begin() + static_cast<ptrdiff_t>(at), extents.end(),
+                                 [bound](const Extent& e) { return e.logical < bound; }) -
+            extents.begin());
+      }
+      const std::span<const Extent> share = extents.subspan(at, end - at);
+      at = end;
+      Leaf leaf = leaves_[i];
+      if (share.empty()) {
+        blocks.release(leaf.block);
+        continue;
+      }
+      if (share.size() <= kLeafExtents) {
+        if (fingerprint(share) != leaf.print) {
+          if (auto r = write_leaf(leaf, share, blocks); !r) return fail(r.error());
+          ++written.leaves;
+        }
+        next.push_back(leaf);
+        continue;
+      }
+      // Outgrew its block: split into leaves about three quarters full, the first in place.
+      const size_t pieces = (share.size() + kSplitLeafExtents - 1) / kSplitLeafExtents;
+      for (size_t p = 0, from = 0; p < pieces; ++p) {
+        const size_t to = share.size() * (p + 1) / pieces;
+        if (p > 0) {
+          auto block = blocks.allocate();
+          if (!block) return fail(block.error());
+          leaf.block = *block;
+        }
+        if (auto r = write_leaf(leaf, share.subspan(from, to - from), blocks); !r) {
+          return fail(r.error());
+        }
+        ++written.leaves;
+        next.push_back(leaf);
+        from = to;
+      }
+    }
+    leaves_ = std::move(next);
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> after;
+  for (const Leaf& leaf : leaves_) after.emplace_back(leaf.block, leaf.first);
+  if (after == before && root_.block != 0) return root_;  // the index says the same
+  auto root = write_index(blocks, written);
+  if (root) root_ = *root;
+  return root;
+}
+
+Result<ExtentTree::Root> ExtentTree::write_index(const Blocks& blocks, Written& written) {
+  std::vector<uint64_t> old = std::move(index_);
+  index_.clear();
+  size_t reused = 0;
+  std::vector<IndexEntry> level;
+  for (const Leaf& leaf : leaves_) level.push_back({leaf.first, leaf.block});
+  uint32_t depth = 1;
+  while (level.size() > 1) {
+    std::vector<IndexEntry> up;
+    for (size_t i = 0; i < level.size(); i += kIndexEntries) {
+      uint64_t block = 0;
+      if (reused < old.size()) {
+        block = old[reused++];
+      } else {
+        auto got = blocks.allocate();
+        if (!got) return fail(got.error());
+        block = *got;
+      }
+      index_.push_back(block);
+      const size_t n = std::min(kIndexEntries, level.size() - i);
+      encode_extent_index(std::span(level).subspan(i, n), depth, block, blocks.image(block));
+      ++written.index_blocks;
+      up.push_back({level[i].first_logical, block});
+    }
+    level = std::move(up);
+    ++depth;
+  }
+  for (; reused < old.size(); ++reused) blocks.release(old[reused]);
+  return Root{depth, level.front().block};
+}
+
+}  // namespace stripefs::fs
