@@ -1,6 +1,7 @@
 #include "fs/core/extent_tree.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace stripefs::fs {
 
@@ -25,16 +26,17 @@ constexpr size_t kSplitLeafExtents = kLeafExtents * 3 / 4;
 }  // namespace
 
 ExtentTree::Fingerprint ExtentTree::fingerprint(std::span<const Extent> extents) {
-  // Two lanes of 64 bits fed differently: a changed leaf that kept its fingerprint would
-  // not be written, so a collision must be out of reach, not merely unlikely. (A commit
-  // fingerprints every leaf of a changed file: this is on its path, two multiplies an
-  // extent.)
+  // Two lanes of 64 bits, each fed every field: a changed leaf that kept its fingerprint
+  // would not be written. Not cryptographic (nobody chooses volume blocks to collide), but
+  // a chance change must not collide in practice. It is on a commit's path (every leaf of a
+  // changed file), so it costs two multiplies an extent.
   uint64_t a = mum(extents.size() ^ kSecret[0], kSecret[1]);
   uint64_t b = mum(extents.size() ^ kSecret[2], kSecret[3]);
   for (const Extent& e : extents) {
     const uint64_t length = (uint64_t{e.length} << 1) | (e.unwritten ? 1 : 0);
-    a = mum(a ^ e.logical ^ kSecret[0], e.physical ^ kSecret[1]);
-    b = mum(b ^ length ^ kSecret[2], (e.logical + e.physical) ^ kSecret[3]);
+    a = mum(a ^ e.logical ^ kSecret[0], e.physical ^ (length << 40) ^ kSecret[1]);
+    b = mum(b ^ std::rotl(e.physical, 23) ^ length ^ kSecret[2],
+            std::rotl(e.logical, 41) ^ kSecret[3]);
   }
   return {mum(a ^ kSecret[4], b ^ kSecret[5]), mum(b ^ kSecret[4], a ^ kSecret[1])};
 }
@@ -103,8 +105,9 @@ Result<ExtentTree::Root> ExtentTree::store(std::span<const Extent> extents, cons
   Written ignored;
   auto root = store_changes(extents, blocks, written_out != nullptr ? *written_out : ignored);
   if (!root) {
-    // Part of it may be written, and blocks given back: the transaction fails, and the tree
-    // forgets its blocks rather than give any back twice.
+    // Part of it may be written, and blocks given back: the transaction fails (the
+    // filesystem's commit then fails the filesystem, read-only: the last commit stays the
+    // state), and the tree forgets its blocks rather than give any back twice.
     leaves_.clear();
     index_.clear();
     root_ = {0, 0};

@@ -179,6 +179,32 @@ TEST(ExtentTree, LeavesLeftSparsePackAgain) {
   EXPECT_TRUE(tree.empty());
 }
 
+TEST(ExtentTree, GrowsToThreeLevelsAndShrinksBackToOneLeaf) {
+  FakeBlocks disk;
+  ExtentTree tree;
+  std::vector<Extent> extents = scattered(kLeafExtents * kIndexEntries + 1000, 8);
+  auto root = tree.store(extents, disk.blocks());
+  ASSERT_TRUE(root) << root.error().message;
+  EXPECT_EQ(root->depth, 3u);
+  EXPECT_EQ(disk.read(*root), extents);
+  extents[30'000].physical += 1;
+  ExtentTree::Written one;
+  root = tree.store(extents, disk.blocks(), &one);
+  ASSERT_TRUE(root);
+  EXPECT_EQ(one.leaves, 1u);
+  EXPECT_EQ(one.index_blocks, 0u);
+  EXPECT_EQ(disk.read(*root), extents);
+  // Down to two leaves' worth (packed again, one index block), then to one leaf (no index).
+  for (const size_t keep : {kLeafExtents + 10, kLeafExtents - 10}) {
+    extents.resize(keep);
+    root = tree.store(extents, disk.blocks());
+    ASSERT_TRUE(root);
+    EXPECT_EQ(root->depth, keep > kLeafExtents ? 2u : 1u);
+    EXPECT_EQ(disk.read(*root), extents);
+    EXPECT_EQ(blocks_of(tree), disk.in_use) << keep << " extents";
+  }
+}
+
 // Random changes as a file sees them (copy on write moves blocks, writes fill holes,
 // truncates and punched holes remove ranges, neighbours merge), each stored and read back.
 TEST(ExtentTree, AnySequenceOfChangesReadsBackAsStored) {
