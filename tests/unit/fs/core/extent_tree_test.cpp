@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "fs/check/check.hpp"
 #include "unit/fs/core/fs_test_util.hpp"
 
 namespace stripefs::fs {
@@ -309,6 +310,27 @@ TEST(ExtentTreeOnDisk, AnFsyncOfOneBlockWritesItsLeafAndTheFileReadsBackAfterACr
   ASSERT_TRUE(t.fs->fsync(ino, false));
   EXPECT_LE(t.fs->stats().extent_leaves_written, 2u);
   t.remount();
+  EXPECT_EQ(t.read(ino, 0, model.size()), model);
+
+  // The offline check agrees with what the commits left (the file's block count, every
+  // tree block in use once); and again once the file fits in its inode.
+  const auto checked = [&](const char* when) {
+    ASSERT_TRUE(t.fs->unmount());
+    t.fs.reset();
+    CheckOptions options;
+    options.force = true;
+    auto report = check_filesystem(*t.volume, options);
+    ASSERT_TRUE(report) << report.error().message;
+    EXPECT_EQ(report->exit_code(), 0) << when;
+    t.mount();
+  };
+  checked("with an extent tree");
+  SetAttr shrink;
+  shrink.size = 3 * kBlockSize;
+  ASSERT_TRUE(t.fs->setattr(ino, shrink));
+  ASSERT_TRUE(t.fs->fsync(ino, false));
+  checked("with its extents back in the inode");
+  model.resize(3 * kBlockSize);
   EXPECT_EQ(t.read(ino, 0, model.size()), model);
 }
 
