@@ -6,9 +6,9 @@
 // extents are the same is left alone, a changed one is rewritten in place (the metadata
 // journal makes the commit atomic, so no copy is needed), one that outgrew its block is
 // split, one left empty is freed, and the index (a block per 254 leaves) is rewritten only
-// when the leaves or their first blocks changed. An fsync after a 4 KiB write into a file
-// of 100,000 extents then journals a leaf and the inode, where rewriting the whole tree
-// journaled some 600 blocks. Extents belong to the leaf whose range holds their first block:
+// when the leaves or their first blocks changed. (Measured: fsyncs after 4 KiB writes into
+// a 512 MiB file rewritten at random journaled 6 blocks a commit, where rewriting the whole
+// tree journaled 364.) Extents belong to the leaf whose range holds their first block:
 // leaf i holds [first of leaf i, first of leaf i + 1), the first leaf everything before.
 // When the leaves get sparse (twice as many as a packed tree needs) the tree is built again,
 // packed.
@@ -78,7 +78,8 @@ class ExtentTree {
   Result<Root> store_changes(std::span<const Extent> extents, const Blocks& blocks,
                              Written& written);
   Result<void> write_leaf(Leaf& leaf, std::span<const Extent> extents, const Blocks& blocks);
-  // Packs `extents` into fresh leaves, all blocks given back first.
+  // Packs `extents` into full leaves, in the old leaves' blocks as far as they go (the rest
+  // allocated, or given back).
   Result<void> rebuild(std::span<const Extent> extents, const Blocks& blocks, Written& written);
   // Writes the index over the leaves, reusing the index blocks it had.
   Result<Root> write_index(const Blocks& blocks, Written& written);
