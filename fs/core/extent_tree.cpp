@@ -42,12 +42,9 @@ ExtentTree::Fingerprint ExtentTree::fingerprint(std::span<const Extent> extents)
 }
 
 void ExtentTree::add_leaf(uint64_t block, std::span<const Extent> extents) {
-  // A leaf that holds nothing, or not after the one before, has no range of its own: the
-  // next store packs the tree afresh.
-  if (extents.empty() || (!leaves_.empty() && extents.front().logical <= leaves_.back().first)) {
-    repack_ = true;
-  }
-  leaves_.push_back({block, extents.empty() ? 0 : extents.front().logical, fingerprint(extents)});
+  // Never empty (the decoder refuses a leaf of none), and after the leaf before
+  // (load_extents refuses extents out of order).
+  leaves_.push_back({block, extents.front().logical, fingerprint(extents)});
 }
 
 std::vector<uint64_t> ExtentTree::blocks() const {
@@ -63,15 +60,12 @@ void ExtentTree::release_all(const std::function<void(uint64_t)>& release) {
   leaves_.clear();
   index_.clear();
   root_ = {0, 0};
-  repack_ = false;
 }
 
-Result<void> ExtentTree::write_leaf(Leaf& leaf, std::span<const Extent> extents,
-                                    const Blocks& blocks) {
+void ExtentTree::write_leaf(Leaf& leaf, std::span<const Extent> extents, const Blocks& blocks) {
   encode_extent_leaf(extents, leaf.block, blocks.image(leaf.block));
   leaf.first = extents.front().logical;
   leaf.print = fingerprint(extents);
-  return {};
 }
 
 Result<void> ExtentTree::rebuild(std::span<const Extent> extents, const Blocks& blocks,
@@ -90,13 +84,12 @@ Result<void> ExtentTree::rebuild(std::span<const Extent> extents, const Blocks& 
       if (!block) return fail(block.error());
       leaf.block = *block;
     }
-    if (auto r = write_leaf(leaf, extents.subspan(i, n), blocks); !r) return r;
+    write_leaf(leaf, extents.subspan(i, n), blocks);
     leaves_.push_back(leaf);
     ++written.leaves;
   }
   for (; reused < old.size(); ++reused) blocks.release(old[reused].block);
   written.rebuilt = true;
-  repack_ = false;
   return {};
 }
 
@@ -123,7 +116,7 @@ Result<ExtentTree::Root> ExtentTree::store_changes(std::span<const Extent> exten
     return shape;
   }();
   const size_t packed = (extents.size() + kLeafExtents - 1) / kLeafExtents;
-  if (leaves_.empty() || repack_ || leaves_.size() > 2 * packed + 1) {
+  if (leaves_.empty() || leaves_.size() > 2 * packed + 1) {
     if (auto r = rebuild(extents, blocks, written); !r) return fail(r.error());
   } else {
     // Each leaf's share of `extents`, by the ranges the leaves had; changed ones rewritten.
@@ -148,7 +141,7 @@ Result<ExtentTree::Root> ExtentTree::store_changes(std::span<const Extent> exten
       }
       if (share.size() <= kLeafExtents) {
         if (fingerprint(share) != leaf.print) {
-          if (auto r = write_leaf(leaf, share, blocks); !r) return fail(r.error());
+          write_leaf(leaf, share, blocks);
           ++written.leaves;
         }
         next.push_back(leaf);
@@ -163,9 +156,7 @@ Result<ExtentTree::Root> ExtentTree::store_changes(std::span<const Extent> exten
           if (!block) return fail(block.error());
           leaf.block = *block;
         }
-        if (auto r = write_leaf(leaf, share.subspan(from, to - from), blocks); !r) {
-          return fail(r.error());
-        }
+        write_leaf(leaf, share.subspan(from, to - from), blocks);
         ++written.leaves;
         next.push_back(leaf);
         from = to;

@@ -45,7 +45,8 @@ class ExtentTree {
     bool rebuilt = false;       // the whole tree, packed
   };
 
-  // Loading a tree read from disk: its root, each leaf in order with what it holds, and
+  // Loading a tree read from disk: its root, each leaf in order with what it holds (at
+  // least one extent, after the leaf before: as the decoder and load_extents check), and
   // each index block (any order).
   void set_root(Root root) { root_ = root; }
   void add_leaf(uint64_t block, std::span<const Extent> extents);
@@ -77,7 +78,7 @@ class ExtentTree {
   static Fingerprint fingerprint(std::span<const Extent> extents);
   Result<Root> store_changes(std::span<const Extent> extents, const Blocks& blocks,
                              Written& written);
-  Result<void> write_leaf(Leaf& leaf, std::span<const Extent> extents, const Blocks& blocks);
+  void write_leaf(Leaf& leaf, std::span<const Extent> extents, const Blocks& blocks);
   // Packs `extents` into full leaves, in the old leaves' blocks as far as they go (the rest
   // allocated, or given back).
   Result<void> rebuild(std::span<const Extent> extents, const Blocks& blocks, Written& written);
@@ -86,8 +87,7 @@ class ExtentTree {
 
   std::vector<Leaf> leaves_;
   std::vector<uint64_t> index_;
-  Root root_{0, 0};      // block 0: not known (nothing stored or loaded yet)
-  bool repack_ = false;  // a loaded leaf without a range of its own (add_leaf)
+  Root root_{0, 0};  // block 0: not known (nothing stored or loaded yet)
 };
 
 }  // namespace stripefs::fs
