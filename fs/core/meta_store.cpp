@@ -119,7 +119,7 @@ void MetaStore::trim() {
     if (dirty_.contains(it->first) || pinned_.contains(it->first)) {
       ++it;
     } else {
-      it = cache_.erase(it);
+      cache_.erase(it++);  // the other iterators stay valid
       --to_drop;
     }
   }

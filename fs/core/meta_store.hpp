@@ -10,6 +10,8 @@
 // commit and checkpoint I/O steps (write_snapshot, checkpoint) outside that lock, one at a
 // time (under its commit lock).
 #pragma once
+#include <absl/container/flat_hash_map.h>
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,7 +112,9 @@ class MetaStore {
   Volume& volume_;
   Journal& journal_;
   size_t cache_limit_;
-  std::unordered_map<uint64_t, Cached> cache_;
+  // Open addressing: a checked read of a checksum table (every data read) finds its image
+  // in one probe. Entries move on rehash; their images' bytes do not (AlignedBuffer).
+  absl::flat_hash_map<uint64_t, Cached> cache_;
   std::unordered_set<uint64_t> pinned_;
   std::map<uint64_t, bool> dirty_;  // blocks of the running transaction (sorted for I/O)
   uint64_t running_ = 1;
