@@ -49,6 +49,10 @@ std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b) const {
 
 void ExtentMap::insert(Extent extent) {
   MemExtent m{extent, false};
+  uint64_t touched_end = extent.logical_end();
+  if (auto old = map_.find(extent.logical); old != map_.end()) {
+    touched_end = std::max(touched_end, old->second.extent.logical_end());
+  }
   auto [it, inserted] = map_.insert_or_assign(extent.logical, m);
   // Merge with the previous and next extents where both are contiguous. (An erase moves
   // the tree's entries: iterators are found again after one.)
@@ -66,6 +70,7 @@ void ExtentMap::insert(Extent extent) {
     it->second.extent.length += next->second.extent.length;
     map_.erase(next);
   }
+  touch(key, std::max(touched_end, map_.at(key).extent.logical_end()));
 }
 
 std::vector<RemovedRun> ExtentMap::remove(uint64_t first, uint64_t end) {
@@ -80,6 +85,7 @@ std::vector<RemovedRun> ExtentMap::remove(uint64_t first, uint64_t end) {
       continue;
     }
     it = map_.erase(it);
+    touch(e.logical, e.logical_end());
     const uint64_t cut_begin = std::max(first, e.logical);
     const uint64_t cut_end = std::min(end, e.logical_end());
     if (e.logical < cut_begin) {
@@ -104,6 +110,7 @@ void ExtentMap::split_at(uint64_t file_block) {
   --it;
   MemExtent& m = it->second;
   if (m.extent.logical >= file_block || m.extent.logical_end() <= file_block) return;
+  touch(m.extent.logical, m.extent.logical_end());
   const MemExtent tail = m.slice(file_block, m.extent.logical_end());
   m = m.slice(m.extent.logical, file_block);
   map_.emplace(file_block, tail);
@@ -112,6 +119,7 @@ void ExtentMap::split_at(uint64_t file_block) {
 void ExtentMap::replace(uint64_t first, uint64_t count, uint64_t physical) {
   split_at(first);
   split_at(first + count);
+  touch(first, first + count);
   MemExtent& m = map_.at(first);
   m.replaces = m.extent.physical;
   m.extent.physical = physical;
@@ -125,6 +133,7 @@ void ExtentMap::merge_around(uint64_t first, uint64_t end) {
     auto next = std::next(it);
     if (next == map_.end()) break;
     if (mergeable(it->second, next->second)) {
+      touch(it->first, next->second.extent.logical_end());
       it->second.extent.length += next->second.extent.length;
       const uint64_t key = it->first;
       map_.erase(next);
@@ -138,6 +147,7 @@ void ExtentMap::merge_around(uint64_t first, uint64_t end) {
 Settled ExtentMap::settle(uint64_t first, uint64_t end, bool written) {
   split_at(first);
   split_at(end);
+  touch(first, end);
   Settled settled;
   for (auto it = map_.lower_bound(first); it != map_.end() && it->first < end; ++it) {
     MemExtent& m = it->second;
@@ -156,6 +166,7 @@ Settled ExtentMap::settle(uint64_t first, uint64_t end, bool written) {
 std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::abandon(uint64_t first, uint64_t end) {
   split_at(first);
   split_at(end);
+  touch(first, end);
   std::vector<std::pair<uint64_t, uint64_t>> reserved;
   for (auto it = map_.lower_bound(first); it != map_.end() && it->first < end;) {
     MemExtent& m = it->second;
@@ -177,14 +188,36 @@ std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::abandon(uint64_t first, ui
   return reserved;
 }
 
-std::vector<Extent> ExtentMap::on_disk() const {
+bool ExtentMap::continues(const MemExtent& a, const MemExtent& b) {
+  const auto stored = [](const MemExtent& m) { return !m.pending || m.replaces != 0; };
+  const auto physical = [](const MemExtent& m) {
+    return m.pending ? m.replaces : m.extent.physical;
+  };
+  return stored(a) && stored(b) && a.extent.unwritten == b.extent.unwritten &&
+         a.extent.logical_end() == b.extent.logical && physical(a) + a.extent.length == physical(b);
+}
+
+ExtentMap::Map::const_iterator ExtentMap::run_start(Map::const_iterator it) const {
+  while (it != map_.begin() && continues(std::prev(it)->second, it->second)) --it;
+  return it;
+}
+
+std::vector<Extent> ExtentMap::on_disk(uint64_t from, uint64_t to) const {
   std::vector<Extent> extents;
-  extents.reserve(map_.size());
-  for (const auto& [first, m] : map_) {
-    if (m.pending && m.replaces == 0) continue;
+  if (from == 0 && to == UINT64_MAX) extents.reserve(map_.size());
+  // The merge below depends on where its run began (the length limit): it starts there.
+  auto it = map_.upper_bound(from);
+  if (it != map_.begin()) it = run_start(std::prev(it));
+  bool open = false;  // extents.back() is still taking entries
+  for (; it != map_.end(); ++it) {
+    const MemExtent& m = it->second;
+    if (m.pending && m.replaces == 0) {
+      open = false;
+      continue;
+    }
     Extent e = m.extent;
     if (m.pending) e.physical = m.replaces;
-    if (!extents.empty()) {
+    if (open) {
       Extent& last = extents.back();
       if (last.unwritten == e.unwritten && last.logical_end() == e.logical &&
           last.physical + last.length == e.physical &&
@@ -193,9 +226,64 @@ std::vector<Extent> ExtentMap::on_disk() const {
         continue;
       }
     }
+    if (e.logical >= to) break;
+    // Before `from`: merged into, never listed.
+    if (!extents.empty() && extents.back().logical < from) extents.pop_back();
     extents.push_back(e);
+    open = true;
   }
+  if (!extents.empty() && extents.back().logical < from) extents.pop_back();
   return extents;
+}
+
+void ExtentMap::touch(uint64_t first, uint64_t end) {
+  constexpr size_t kMaxRanges = 4096;  // beyond this a commit lists the whole map anyway
+  if (changed_all_ || first >= end) return;
+  if (!changed_.empty()) {
+    auto& last = changed_.back();
+    if (first <= last.second && last.first <= end) {
+      last = {std::min(first, last.first), std::max(end, last.second)};
+      return;
+    }
+  }
+  if (changed_.size() == kMaxRanges) {
+    changed_all_ = true;
+    changed_.clear();
+    return;
+  }
+  changed_.emplace_back(first, end);
+}
+
+std::optional<std::vector<std::pair<uint64_t, uint64_t>>> ExtentMap::changed() const {
+  if (changed_all_) return std::nullopt;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  ranges.reserve(changed_.size());
+  for (auto [a, b] : changed_) {
+    // Extents listed the same up to the run (as on_disk() merges) holding the last entry
+    // before `a`: what starts before that run is unchanged. After `b`, the entries are the
+    // same, and the listing agrees again from the first entry after `b` that begins a run
+    // (its predecessor unchanged).
+    uint64_t from = 0;
+    if (auto it = map_.lower_bound(a); it != map_.begin()) {
+      from = std::min(a, run_start(std::prev(it))->first);
+    }
+    uint64_t to = UINT64_MAX;
+    if (auto it = map_.lower_bound(b); it != map_.end()) {
+      for (++it; it != map_.end() && continues(std::prev(it)->second, it->second);) ++it;
+      if (it != map_.end()) to = it->first;
+    }
+    ranges.emplace_back(from, std::max(to, b));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  return merged;
 }
 
 uint64_t ExtentMap::start_of_last(uint64_t first, uint64_t stop, uint64_t count) const {

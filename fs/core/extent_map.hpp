@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -83,7 +84,10 @@ class ExtentMap {
   void for_each_hole(uint64_t first, uint64_t end, F&& f) const;
 
   // Adds an extent that overlaps none, as it is (loading, or a pending one at writeback).
-  void add(const MemExtent& extent) { map_.emplace(extent.extent.logical, extent); }
+  void add(const MemExtent& extent) {
+    map_.emplace(extent.extent.logical, extent);
+    touch(extent.extent.logical, extent.extent.logical_end());
+  }
   // Copy on write: file blocks [first, first + count), inside one written extent, get
   // volume blocks from `physical` on, pending, replacing the ones they had.
   void replace(uint64_t first, uint64_t count, uint64_t physical);
@@ -105,8 +109,23 @@ class ExtentMap {
   std::vector<std::pair<uint64_t, uint64_t>> abandon(uint64_t first, uint64_t end);
 
   // The extents a commit stores: all but the pending ones, except that one replacing
-  // written blocks stores those (merged where contiguous).
-  std::vector<Extent> on_disk() const;
+  // written blocks stores those (merged where contiguous, an extent at most
+  // kMaxExtentLength blocks).
+  std::vector<Extent> on_disk() const { return on_disk(0, UINT64_MAX); }
+  // Those of on_disk() that start in file blocks [from, to), without listing the rest.
+  std::vector<Extent> on_disk(uint64_t from, uint64_t to) const;
+
+  // What a commit that writes only the changed leaves of the file's extent tree
+  // (extent_tree.hpp) needs: every mutation records the file blocks whose extents it
+  // changed, until stored() says the tree holds on_disk() again. changed() gives them as
+  // sorted, disjoint ranges, widened so that every extent of on_disk() that differs from
+  // the one at the last stored() (or is new, or gone) starts in one of them; nullopt when
+  // that is not known (a new map: stored() was never called, or too many ranges to keep).
+  std::optional<std::vector<std::pair<uint64_t, uint64_t>>> changed() const;
+  void stored() {
+    changed_all_ = false;
+    changed_.clear();
+  }
   // Where, going back from `stop`, the `count`-th extent that reaches past `first` starts
   // (not before `first`); `first` when fewer reach past it. Frees in steps use it.
   uint64_t start_of_last(uint64_t first, uint64_t stop, uint64_t count) const;
@@ -122,7 +141,18 @@ class ExtentMap {
  private:
   // Merges neighbours that became contiguous in [first, end] and around it.
   void merge_around(uint64_t first, uint64_t end);
+  // Records that the extents of file blocks [first, end) changed.
+  void touch(uint64_t first, uint64_t end);
+  // Whether on_disk() lists `b` and the extent before it as one run (but for the length
+  // limit): both stored, contiguous in file and volume blocks, in the same state.
+  static bool continues(const MemExtent& a, const MemExtent& b);
+  // The first entry of the run on_disk() merges `it` into (but for the length limit).
+  Map::const_iterator run_start(Map::const_iterator it) const;
+
   Map map_;
+  // Ranges of file blocks changed since stored() (in the order touched), or all of them.
+  std::vector<std::pair<uint64_t, uint64_t>> changed_;
+  bool changed_all_ = true;
 };
 
 template <class F>

@@ -44,7 +44,7 @@ ExtentTree::Fingerprint ExtentTree::fingerprint(std::span<const Extent> extents)
 void ExtentTree::add_leaf(uint64_t block, std::span<const Extent> extents) {
   // Never empty (the decoder refuses a leaf of none), and after the leaf before
   // (load_extents refuses extents out of order).
-  leaves_.push_back({block, extents.front().logical, fingerprint(extents)});
+  leaves_.push_back({block, extents.front().logical, extents.size(), fingerprint(extents)});
 }
 
 std::vector<uint64_t> ExtentTree::blocks() const {
@@ -65,6 +65,7 @@ void ExtentTree::release_all(const std::function<void(uint64_t)>& release) {
 void ExtentTree::write_leaf(Leaf& leaf, std::span<const Extent> extents, const Blocks& blocks) {
   encode_extent_leaf(extents, leaf.block, blocks.image(leaf.block));
   leaf.first = extents.front().logical;
+  leaf.count = extents.size();
   leaf.print = fingerprint(extents);
 }
 
@@ -93,10 +94,64 @@ Result<void> ExtentTree::rebuild(std::span<const Extent> extents, const Blocks& 
   return {};
 }
 
+std::pair<uint64_t, uint64_t> ExtentTree::range_of(size_t i) const {
+  return {i == 0 ? 0 : leaves_[i].first,
+          i + 1 < leaves_.size() ? leaves_[i + 1].first : UINT64_MAX};
+}
+
+ExtentTree::Plan ExtentTree::plan(Lister list, const std::optional<Ranges>& changed) const {
+  Plan plan;
+  plan.list = std::move(list);
+  for (const Leaf& leaf : leaves_) plan.extents += leaf.count;
+  if (!changed || leaves_.empty()) {
+    plan.all = plan.list(0, UINT64_MAX);
+    plan.listed_all = true;
+    plan.extents = plan.all.size();
+    // Each leaf's share, by the ranges the leaves had.
+    const std::span<const Extent> all = plan.all;
+    size_t at = 0;
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      const uint64_t bound = range_of(i).second;
+      const size_t end = static_cast<size_t>(
+          std::partition_point(all.begin() + static_cast<ptrdiff_t>(at), all.end(),
+                               [bound](const Extent& e) { return e.logical < bound; }) -
+          all.begin());
+      plan.shares.emplace_back(i, std::vector<Extent>(all.begin() + static_cast<ptrdiff_t>(at),
+                                                      all.begin() + static_cast<ptrdiff_t>(end)));
+      at = end;
+    }
+    return plan;
+  }
+  // The leaves whose ranges meet a changed range (both sorted): listed again.
+  size_t r = 0;
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    const auto [from, to] = range_of(i);
+    while (r < changed->size() && (*changed)[r].second <= from) ++r;
+    if (r == changed->size()) break;
+    if ((*changed)[r].first >= to) continue;
+    std::vector<Extent> share = plan.list(from, to);
+    plan.extents = plan.extents - leaves_[i].count + share.size();
+    plan.shares.emplace_back(i, std::move(share));
+  }
+  return plan;
+}
+
 Result<ExtentTree::Root> ExtentTree::store(std::span<const Extent> extents, const Blocks& blocks,
-                                           Written* written_out) {
+                                           Written* written) {
+  const Lister list = [extents](uint64_t from, uint64_t to) {
+    const auto starts_before = [](uint64_t bound) {
+      return [bound](const Extent& e) { return e.logical < bound; };
+    };
+    auto first = std::partition_point(extents.begin(), extents.end(), starts_before(from));
+    auto last = std::partition_point(first, extents.end(), starts_before(to));
+    return std::vector<Extent>(first, last);
+  };
+  return store(plan(list, std::nullopt), blocks, written);
+}
+
+Result<ExtentTree::Root> ExtentTree::store(Plan plan, const Blocks& blocks, Written* written_out) {
   Written ignored;
-  auto root = store_changes(extents, blocks, written_out != nullptr ? *written_out : ignored);
+  auto root = store_changes(plan, blocks, written_out != nullptr ? *written_out : ignored);
   if (!root) {
     // Part of it may be written, and blocks given back: the transaction fails (the
     // filesystem's commit then fails the filesystem, read-only: the last commit stays the
@@ -108,39 +163,35 @@ Result<ExtentTree::Root> ExtentTree::store(std::span<const Extent> extents, cons
   return root;
 }
 
-Result<ExtentTree::Root> ExtentTree::store_changes(std::span<const Extent> extents,
-                                                   const Blocks& blocks, Written& written) {
+Result<ExtentTree::Root> ExtentTree::store_changes(Plan& plan, const Blocks& blocks,
+                                                   Written& written) {
   const auto before = [this] {
     std::vector<std::pair<uint64_t, uint64_t>> shape;
     for (const Leaf& leaf : leaves_) shape.emplace_back(leaf.block, leaf.first);
     return shape;
   }();
-  const size_t packed = (extents.size() + kLeafExtents - 1) / kLeafExtents;
+  const size_t packed = (plan.extents + kLeafExtents - 1) / kLeafExtents;
   if (leaves_.empty() || leaves_.size() > 2 * packed + 1) {
-    if (auto r = rebuild(extents, blocks, written); !r) return fail(r.error());
+    if (!plan.listed_all) plan.all = plan.list(0, UINT64_MAX);
+    if (auto r = rebuild(plan.all, blocks, written); !r) return fail(r.error());
   } else {
-    // Each leaf's share of `extents`, by the ranges the leaves had; changed ones rewritten.
+    // Changed leaves rewritten; the others kept as they are.
     std::vector<Leaf> next;
     next.reserve(leaves_.size() + 1);
-    size_t at = 0;
+    size_t changed = 0;
     for (size_t i = 0; i < leaves_.size(); ++i) {
-      size_t end = extents.size();
-      if (i + 1 < leaves_.size()) {
-        const uint64_t bound = leaves_[i + 1].first;
-        end = static_cast<size_t>(
-            std::partition_point(extents.begin() + static_cast<ptrdiff_t>(at), extents.end(),
-                                 [bound](const Extent& e) { return e.logical < bound; }) -
-            extents.begin());
-      }
-      const std::span<const Extent> share = extents.subspan(at, end - at);
-      at = end;
       Leaf leaf = leaves_[i];
+      if (changed == plan.shares.size() || plan.shares[changed].first != i) {
+        next.push_back(leaf);
+        continue;
+      }
+      const std::span<const Extent> share = plan.shares[changed++].second;
       if (share.empty()) {
         blocks.release(leaf.block);
         continue;
       }
       if (share.size() <= kLeafExtents) {
-        if (fingerprint(share) != leaf.print) {
+        if (share.size() != leaf.count || fingerprint(share) != leaf.print) {
           write_leaf(leaf, share, blocks);
           ++written.leaves;
         }

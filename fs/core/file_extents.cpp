@@ -67,22 +67,28 @@ Result<void> Filesystem::load_extents(Inode& inode) {
     }
     inode.extents.add(MemExtent{e, false});
   }
+  inode.extents.stored();  // the tree (or the inode) holds what the map does
   inode.extents_loaded = true;
   return {};
 }
 
 Result<void> Filesystem::store_extents(Inode& inode) {
-  std::vector<Extent> extents = inode.extents.on_disk();
+  // A tree lists only the leaves its changes meet (a file of 100,000 extents, one changed:
+  // one leaf); inline, the few extents there are.
+  ExtentTree::Plan plan = inode.tree.plan(
+      [&inode](uint64_t from, uint64_t to) { return inode.extents.on_disk(from, to); },
+      inode.tree.empty() ? std::nullopt : inode.extents.changed());
   const auto release = [&](uint64_t b) {
     free_blocks(b, 1);
     --inode.disk.blocks;
   };
-  if (extents.size() <= kInlineExtents) {
+  if (plan.extents <= kInlineExtents) {
     inode.tree.release_all(release);
     inode.disk.tree_depth = 0;
     inode.disk.tree_root = 0;
-    inode.disk.inline_extents = std::move(extents);
+    inode.disk.inline_extents = plan.listed_all ? std::move(plan.all) : inode.extents.on_disk();
     inode.extents_dirty = false;
+    inode.extents.stored();
     return {};
   }
   const ExtentTree::Blocks blocks{
@@ -97,7 +103,8 @@ Result<void> Filesystem::store_extents(Inode& inode) {
       .image = [&](uint64_t b) { return meta_->fresh(b); },
   };
   ExtentTree::Written written;
-  auto root = inode.tree.store(extents, blocks, &written);
+  auto root = inode.tree.store(std::move(plan), blocks, &written);
+  inode.extents.stored();  // (after a failure the tree is empty: the next store lists all)
   if (!root) return fail(root.error());
   stats_.extent_leaves_written += written.leaves;
   stats_.extent_index_blocks_written += written.index_blocks;

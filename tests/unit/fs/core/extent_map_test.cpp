@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+
+#include "unit/fs/core/extent_map_changes.hpp"
 
 namespace stripefs::fs {
 namespace {
@@ -251,6 +254,102 @@ TEST(ExtentMap, MatchesABlockModel) {
       ASSERT_GE(first, previous_end) << "extents overlap, step " << step;
       ASSERT_GT(m.extent.length, 0u);
       previous_end = m.extent.logical_end();
+    }
+  }
+}
+
+// A run on disk longer than an extent may be, through copies on write still in flight (a
+// commit stores the blocks they replace): removing its first blocks moves where every later
+// extent of the run starts, far from the removal.
+TEST(ExtentMap, ChangingARunsStartMovesEveryExtentOfTheRun) {
+  constexpr uint64_t cap = kMaxExtentLength, x = 1'000'000;
+  ExtentMap map;
+  map.insert({0, x, static_cast<uint32_t>(cap), false});
+  map.insert({cap, x + cap, 20, false});  // contiguous, but one extent cannot hold both
+  map.replace(10, 1, 50'000'000);
+  map.replace(cap + 5, 1, 60'000'000);
+  ASSERT_EQ(map.on_disk(), (std::vector<Extent>{{0, x, static_cast<uint32_t>(cap), false},
+                                                {cap, x + cap, 20, false}}));
+  map.stored();
+  map.remove(0, 5);
+  const std::vector<Extent> after = map.on_disk();
+  ASSERT_EQ(after, (std::vector<Extent>{{5, x + 5, static_cast<uint32_t>(cap), false},
+                                        {cap + 5, x + cap + 5, 15, false}}));
+  const auto changed = map.changed();
+  ASSERT_TRUE(changed);
+  ASSERT_EQ(changed->size(), 1u);
+  EXPECT_EQ(changed->front().first, 0u);
+  EXPECT_GT(changed->front().second, cap + 5) << "the extent at " << cap + 5 << " is new";
+  EXPECT_EQ(map.on_disk(cap, cap + 10), (std::vector<Extent>{after[1]}));
+  EXPECT_EQ(map.on_disk(6, cap + 5), std::vector<Extent>{});
+}
+
+// The listings a commit of part of a tree relies on: on_disk(from, to) is the full listing's
+// part that starts in [from, to), and every extent that changed since stored() starts in a
+// range changed() gives.
+std::vector<Extent> starting_in(const std::vector<Extent>& all, uint64_t from, uint64_t to) {
+  std::vector<Extent> part;
+  for (const Extent& e : all) {
+    if (e.logical >= from && e.logical < to) part.push_back(e);
+  }
+  return part;
+}
+
+TEST(ExtentMap, ARangedListingIsTheFullListingsPart) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    ExtentMapChanges changes(seed);
+    for (int step = 0; step < 300; ++step) changes.step();
+    const std::vector<Extent> all = changes.map().on_disk();
+    for (int probe = 0; probe < 200; ++probe) {
+      uint64_t from = changes.random() % ExtentMapChanges::kSpace;
+      uint64_t to = from + changes.random() % (probe % 2 ? 50 : 3 * kMaxExtentLength);
+      if (probe % 7 == 0 && !all.empty()) {  // exactly at an extent's edges
+        const Extent& e = all[changes.random() % all.size()];
+        from = e.logical;
+        to = e.logical_end();
+      }
+      ASSERT_EQ(changes.map().on_disk(from, to), starting_in(all, from, to))
+          << "seed " << seed << " [" << from << ", " << to << ")";
+    }
+  }
+}
+
+TEST(ExtentMap, EveryChangedExtentStartsInAChangedRange) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    ExtentMapChanges changes(seed);
+    ExtentMap& map = changes.map();
+    EXPECT_FALSE(map.changed()) << "a new map's changes are not known";
+    map.stored();
+    std::vector<Extent> before = map.on_disk();
+    for (int round = 0; round < 200; ++round) {
+      const int steps = 1 + static_cast<int>(changes.random() % 4);
+      for (int i = 0; i < steps; ++i) changes.step();
+      const std::vector<Extent> after = map.on_disk();
+      const auto changed = map.changed();
+      ASSERT_TRUE(changed) << "seed " << seed;
+      for (size_t i = 1; i < changed->size(); ++i) {
+        ASSERT_LT((*changed)[i - 1].second, (*changed)[i].first) << "sorted and disjoint";
+      }
+      const auto inside = [&](uint64_t b) {
+        for (const auto& [from, to] : *changed) {
+          if (b >= from && b < to) return true;
+        }
+        return false;
+      };
+      for (const bool old_side : {true, false}) {
+        const std::vector<Extent>& side = old_side ? before : after;
+        const std::vector<Extent>& other = old_side ? after : before;
+        for (const Extent& e : side) {
+          if (std::find(other.begin(), other.end(), e) == other.end()) {
+            ASSERT_TRUE(inside(e.logical))
+                << "seed " << seed << " round " << round << ": extent at " << e.logical
+                << " changed outside every range";
+          }
+        }
+      }
+      map.stored();
+      ASSERT_TRUE(map.changed() && map.changed()->empty());
+      before = after;
     }
   }
 }

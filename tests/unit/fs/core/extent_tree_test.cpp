@@ -11,6 +11,7 @@
 #include <set>
 
 #include "fs/check/check.hpp"
+#include "unit/fs/core/extent_map_changes.hpp"
 #include "unit/fs/core/fs_test_util.hpp"
 
 namespace stripefs::fs {
@@ -332,6 +333,73 @@ TEST(ExtentTreeOnDisk, AnFsyncOfOneBlockWritesItsLeafAndTheFileReadsBackAfterACr
   checked("with its extents back in the inode");
   model.resize(3 * kBlockSize);
   EXPECT_EQ(t.read(ino, 0, model.size()), model);
+}
+
+// What store_extents does: a plan that lists only the leaves the map's changes meet. After
+// any sequence of changes the tree reads back as the map's full listing, and a store after
+// one small change writes few leaves.
+TEST(ExtentTree, ARangedStoreReadsBackAsTheWholeMap) {
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    FakeBlocks disk;
+    ExtentTree tree;
+    ExtentMapChanges changes(seed);
+    ExtentMap& map = changes.map();
+    // Enough scattered extents for a tree of many leaves.
+    for (uint64_t b = 0; b < 6 * kLeafExtents; ++b) map.insert({2 * b, 5'000'000'000 + 7 * b, 1});
+    const ExtentTree::Lister list = [&map](uint64_t from, uint64_t to) {
+      return map.on_disk(from, to);
+    };
+    for (int round = 0; round < 150; ++round) {
+      const int steps = static_cast<int>(changes.random() % 6);
+      for (int i = 0; i < steps; ++i) changes.step();
+      const std::vector<Extent> all = map.on_disk();
+      if (all.size() <= kInlineExtents) {  // the filesystem keeps these in the inode
+        tree.release_all(disk.blocks().release);
+        map.stored();
+        continue;
+      }
+      const bool had_tree = !tree.empty();
+      const auto changed = had_tree ? map.changed() : std::nullopt;
+      ExtentTree::Plan plan = tree.plan(list, changed);
+      ASSERT_EQ(plan.extents, all.size()) << "seed " << seed << " round " << round;
+      ExtentTree::Written written;
+      auto root = tree.store(std::move(plan), disk.blocks(), &written);
+      ASSERT_TRUE(root) << root.error().message;
+      map.stored();
+      ASSERT_EQ(disk.read(*root), all) << "seed " << seed << " round " << round;
+      ASSERT_EQ(blocks_of(tree), disk.in_use) << "seed " << seed << " round " << round;
+      if (had_tree && steps == 0) {
+        EXPECT_EQ(written.leaves + written.index_blocks, 0u);
+      }
+    }
+  }
+}
+
+TEST(ExtentTree, OneChangedBlockListsOneLeaf) {
+  FakeBlocks disk;
+  ExtentTree tree;
+  ExtentMap map;
+  for (uint64_t b = 0; b < 20 * kLeafExtents; ++b) map.insert({2 * b, 1'000'000 + 7 * b, 1});
+  uint64_t listed = 0;
+  const ExtentTree::Lister list = [&](uint64_t from, uint64_t to) {
+    auto part = map.on_disk(from, to);
+    listed += part.size();
+    return part;
+  };
+  ASSERT_TRUE(tree.store(tree.plan(list, map.changed()), disk.blocks()));
+  map.stored();
+  EXPECT_EQ(listed, 20 * kLeafExtents) << "a new map's store lists everything";
+  listed = 0;
+  map.replace(2000, 1, 9'000'000);  // copy on write of one block, then its data written
+  map.settle(2000, 2001, true);
+  ExtentTree::Written written;
+  auto root = tree.store(tree.plan(list, map.changed()), disk.blocks(), &written);
+  ASSERT_TRUE(root);
+  map.stored();
+  EXPECT_LE(listed, 2 * kLeafExtents) << "the leaf holding block 2000 (and at most one beside it)";
+  EXPECT_EQ(written.leaves, 1u);
+  EXPECT_EQ(written.index_blocks, 0u);
+  EXPECT_EQ(disk.read(*root), map.on_disk());
 }
 
 }  // namespace
