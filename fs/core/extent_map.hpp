@@ -126,6 +126,13 @@ class ExtentMap {
     changed_all_ = false;
     changed_.clear();
   }
+  // The map was just filled by add() from the `count` extents read from disk: stored()
+  // if on_disk() lists them as they are. Older images and fsck's rewrites may hold
+  // contiguous extents apart that on_disk() merges; then the first commit lists them all
+  // (merging only ever shortens the listing, so the same count means the same list).
+  void loaded(size_t count) {
+    if (on_disk().size() == count) stored();
+  }
   // Where, going back from `stop`, the `count`-th extent that reaches past `first` starts
   // (not before `first`); `first` when fewer reach past it. Frees in steps use it.
   uint64_t start_of_last(uint64_t first, uint64_t stop, uint64_t count) const;

@@ -67,7 +67,7 @@ Result<void> Filesystem::load_extents(Inode& inode) {
     }
     inode.extents.add(MemExtent{e, false});
   }
-  inode.extents.stored();  // the tree (or the inode) holds what the map does
+  inode.extents.loaded(extents.size());
   inode.extents_loaded = true;
   return {};
 }

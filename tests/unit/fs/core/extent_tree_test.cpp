@@ -402,5 +402,48 @@ TEST(ExtentTree, OneChangedBlockListsOneLeaf) {
   EXPECT_EQ(disk.read(*root), map.on_disk());
 }
 
+// A tree written unmerged (an older image, or fsck's rewrite): contiguous extents in two
+// leaves, which on_disk() lists as one. Loaded, changed far from them, and stored by the
+// plan store_extents makes, it still reads back as the map's full listing.
+TEST(ExtentTree, ALoadedTreeWithUnmergedExtentsIsListedWholeAtItsFirstStore) {
+  FakeBlocks disk;
+  std::vector<Extent> extents = scattered(2 * kLeafExtents, 11);
+  // The first leaf ends with [e, e + 5) and the second begins with its continuation.
+  const uint64_t e = extents[kLeafExtents - 1].logical;
+  extents[kLeafExtents - 1] = {e, 7'000'000, 1};
+  extents.insert(extents.begin() + kLeafExtents, Extent{e + 1, 7'000'001, 1});
+  ExtentTree::Root root;
+  {
+    ExtentTree writer;
+    auto stored = writer.store(extents, disk.blocks());
+    ASSERT_TRUE(stored);
+    ASSERT_EQ(writer.leaf_count(), 3u);
+    root = *stored;
+  }
+  ExtentTree tree;
+  const std::vector<Extent> read = disk.read(root, &tree);
+  ASSERT_EQ(read, extents);
+  ExtentMap map;
+  for (const Extent& x : read) map.add(MemExtent{x, false});
+  map.loaded(read.size());
+  EXPECT_FALSE(map.changed()) << "the disk holds apart what on_disk() merges";
+  map.insert({2 * kLeafExtents * 2 + 100, 8'000'000, 1});  // far away, in the last leaf
+  const ExtentTree::Lister list = [&map](uint64_t from, uint64_t to) {
+    return map.on_disk(from, to);
+  };
+  auto stored = tree.store(tree.plan(list, map.changed()), disk.blocks());
+  ASSERT_TRUE(stored) << stored.error().message;
+  map.stored();
+  EXPECT_EQ(disk.read(*stored), map.on_disk());
+
+  // Loaded merged, the map's changes are known from the start.
+  ExtentMap again;
+  const std::vector<Extent> merged = disk.read(*stored);
+  for (const Extent& x : merged) again.add(MemExtent{x, false});
+  again.loaded(merged.size());
+  ASSERT_TRUE(again.changed());
+  EXPECT_TRUE(again.changed()->empty());
+}
+
 }  // namespace
 }  // namespace stripefs::fs
