@@ -165,19 +165,29 @@ Result<ExtentTree::Root> ExtentTree::store(Plan plan, const Blocks& blocks, Writ
 
 Result<ExtentTree::Root> ExtentTree::store_changes(Plan& plan, const Blocks& blocks,
                                                    Written& written) {
-  const auto before = [this] {
-    std::vector<std::pair<uint64_t, uint64_t>> shape;
-    for (const Leaf& leaf : leaves_) shape.emplace_back(leaf.block, leaf.first);
-    return shape;
-  }();
   const size_t packed = (plan.extents + kLeafExtents - 1) / kLeafExtents;
+  bool reshaped = false;  // the leaves or their first blocks changed: the index follows
   if (leaves_.empty() || leaves_.size() > 2 * packed + 1) {
     if (!plan.listed_all) plan.all = plan.list(0, UINT64_MAX);
     if (auto r = rebuild(plan.all, blocks, written); !r) return fail(r.error());
+    reshaped = true;
+  } else if (std::all_of(plan.shares.begin(), plan.shares.end(), [](const auto& share) {
+               return !share.second.empty() && share.second.size() <= kLeafExtents;
+             })) {
+    // Every changed leaf still fits its block (a commit after a few random writes): each
+    // rewritten in place, the others untouched, nothing copied.
+    for (const auto& [i, share] : plan.shares) {
+      Leaf& leaf = leaves_[i];
+      if (share.size() == leaf.count && fingerprint(share) == leaf.print) continue;
+      const uint64_t first = leaf.first;
+      write_leaf(leaf, share, blocks);
+      ++written.leaves;
+      reshaped = reshaped || leaf.first != first;
+    }
   } else {
-    // Changed leaves rewritten; the others kept as they are.
+    // Leaves emptied or outgrown: the list is made again.
     std::vector<Leaf> next;
-    next.reserve(leaves_.size() + 1);
+    next.reserve(leaves_.size() + plan.shares.size());
     size_t changed = 0;
     for (size_t i = 0; i < leaves_.size(); ++i) {
       Leaf leaf = leaves_[i];
@@ -214,10 +224,9 @@ Result<ExtentTree::Root> ExtentTree::store_changes(Plan& plan, const Blocks& blo
       }
     }
     leaves_ = std::move(next);
+    reshaped = true;
   }
-  std::vector<std::pair<uint64_t, uint64_t>> after;
-  for (const Leaf& leaf : leaves_) after.emplace_back(leaf.block, leaf.first);
-  if (after == before && root_.block != 0) return root_;  // the index says the same
+  if (!reshaped && root_.block != 0) return root_;  // the index says the same
   auto root = write_index(blocks, written);
   if (root) root_ = *root;
   return root;
