@@ -150,6 +150,8 @@ Result<ExtentTree::Root> ExtentTree::store(std::span<const Extent> extents, cons
 }
 
 Result<ExtentTree::Root> ExtentTree::store(Plan plan, const Blocks& blocks, Written* written_out) {
+  // A tree of no leaf has no root (the filesystem keeps so few extents in the inode).
+  if (plan.extents == 0) return fail(EINVAL, "an extent tree needs at least one extent");
   Written ignored;
   auto root = store_changes(plan, blocks, written_out != nullptr ? *written_out : ignored);
   if (!root) {

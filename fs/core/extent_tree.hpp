@@ -71,8 +71,9 @@ class ExtentTree {
   // write into a fragmented 512 MiB file listed all 130,000 extents before.)
   Plan plan(Lister list, const std::optional<Ranges>& changed) const;
   // Writes what `plan` changed (it holds more than fit in the inode): returns the new root.
-  // On an error (no space for a block) part of it may be written: the caller fails the
-  // transaction, and the tree forgets its blocks.
+  // EINVAL, with nothing written, for a plan of no extents. On an error (no space for a
+  // block) part of it may be written: the caller fails the transaction, and the tree
+  // forgets its blocks.
   Result<Root> store(Plan plan, const Blocks& blocks, Written* written = nullptr);
   // plan() and store() of all of `extents`.
   Result<Root> store(std::span<const Extent> extents, const Blocks& blocks,

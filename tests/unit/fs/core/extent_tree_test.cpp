@@ -445,5 +445,15 @@ TEST(ExtentTree, ALoadedTreeWithUnmergedExtentsIsListedWholeAtItsFirstStore) {
   EXPECT_TRUE(again.changed()->empty());
 }
 
+TEST(ExtentTree, NoExtentsIsRefusedAndWritesNothing) {
+  FakeBlocks disk;
+  ExtentTree tree;
+  auto root = tree.store(std::vector<Extent>{}, disk.blocks());
+  ASSERT_FALSE(root);
+  EXPECT_EQ(root.error().code, EINVAL);
+  EXPECT_TRUE(disk.in_use.empty());
+  EXPECT_EQ(disk.images_written, 0u);
+}
+
 }  // namespace
 }  // namespace stripefs::fs
