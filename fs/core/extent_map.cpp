@@ -208,29 +208,26 @@ std::vector<Extent> ExtentMap::on_disk(uint64_t from, uint64_t to) const {
   // The merge below depends on where its run began (the length limit): it starts there.
   auto it = map_.upper_bound(from);
   if (it != map_.begin()) it = run_start(std::prev(it));
-  bool open = false;  // extents.back() is still taking entries
+  const MemExtent* taken = nullptr;  // the entry extents.back() took last, while it takes more
   for (; it != map_.end(); ++it) {
     const MemExtent& m = it->second;
-    if (m.pending && m.replaces == 0) {
-      open = false;
+    if (m.pending && m.replaces == 0) {  // not on disk yet: a commit stores nothing of it
+      taken = nullptr;
+      continue;
+    }
+    if (taken != nullptr && continues(*taken, m) &&
+        uint64_t{extents.back().length} + m.extent.length <= kMaxExtentLength) {
+      extents.back().length += m.extent.length;
+      taken = &m;
       continue;
     }
     Extent e = m.extent;
     if (m.pending) e.physical = m.replaces;
-    if (open) {
-      Extent& last = extents.back();
-      if (last.unwritten == e.unwritten && last.logical_end() == e.logical &&
-          last.physical + last.length == e.physical &&
-          uint64_t{last.length} + e.length <= kMaxExtentLength) {
-        last.length += e.length;
-        continue;
-      }
-    }
     if (e.logical >= to) break;
     // Before `from`: merged into, never listed.
     if (!extents.empty() && extents.back().logical < from) extents.pop_back();
     extents.push_back(e);
-    open = true;
+    taken = &m;
   }
   if (!extents.empty() && extents.back().logical < from) extents.pop_back();
   return extents;

@@ -102,13 +102,12 @@ std::pair<uint64_t, uint64_t> ExtentTree::range_of(size_t i) const {
 ExtentTree::Plan ExtentTree::plan(Lister list, const std::optional<Ranges>& changed) const {
   Plan plan;
   plan.list = std::move(list);
-  for (const Leaf& leaf : leaves_) plan.extents += leaf.count;
   if (!changed || leaves_.empty()) {
-    plan.all = plan.list(0, UINT64_MAX);
+    plan.listed = plan.list(0, UINT64_MAX);
     plan.listed_all = true;
-    plan.extents = plan.all.size();
+    plan.extents = plan.listed.size();
     // Each leaf's share, by the ranges the leaves had.
-    const std::span<const Extent> all = plan.all;
+    const std::vector<Extent>& all = plan.listed;
     size_t at = 0;
     for (size_t i = 0; i < leaves_.size(); ++i) {
       const uint64_t bound = range_of(i).second;
@@ -116,12 +115,12 @@ ExtentTree::Plan ExtentTree::plan(Lister list, const std::optional<Ranges>& chan
           std::partition_point(all.begin() + static_cast<ptrdiff_t>(at), all.end(),
                                [bound](const Extent& e) { return e.logical < bound; }) -
           all.begin());
-      plan.shares.emplace_back(i, std::vector<Extent>(all.begin() + static_cast<ptrdiff_t>(at),
-                                                      all.begin() + static_cast<ptrdiff_t>(end)));
+      plan.shares.push_back({i, at, end});
       at = end;
     }
     return plan;
   }
+  for (const Leaf& leaf : leaves_) plan.extents += leaf.count;
   // The leaves whose ranges meet a changed range (both sorted): listed again.
   size_t r = 0;
   for (size_t i = 0; i < leaves_.size(); ++i) {
@@ -129,9 +128,10 @@ ExtentTree::Plan ExtentTree::plan(Lister list, const std::optional<Ranges>& chan
     while (r < changed->size() && (*changed)[r].second <= from) ++r;
     if (r == changed->size()) break;
     if ((*changed)[r].first >= to) continue;
-    std::vector<Extent> share = plan.list(from, to);
+    const std::vector<Extent> share = plan.list(from, to);
+    plan.shares.push_back({i, plan.listed.size(), plan.listed.size() + share.size()});
+    plan.listed.insert(plan.listed.end(), share.begin(), share.end());
     plan.extents = plan.extents - leaves_[i].count + share.size();
-    plan.shares.emplace_back(i, std::move(share));
   }
   return plan;
 }
@@ -169,17 +169,21 @@ Result<ExtentTree::Root> ExtentTree::store_changes(Plan& plan, const Blocks& blo
                                                    Written& written) {
   const size_t packed = (plan.extents + kLeafExtents - 1) / kLeafExtents;
   bool reshaped = false;  // the leaves or their first blocks changed: the index follows
+  const auto share_of = [&plan](const Plan::Share& share) {
+    return std::span<const Extent>(plan.listed).subspan(share.begin, share.end - share.begin);
+  };
   if (leaves_.empty() || leaves_.size() > 2 * packed + 1) {
-    if (!plan.listed_all) plan.all = plan.list(0, UINT64_MAX);
-    if (auto r = rebuild(plan.all, blocks, written); !r) return fail(r.error());
+    if (!plan.listed_all) plan.listed = plan.list(0, UINT64_MAX);
+    if (auto r = rebuild(plan.listed, blocks, written); !r) return fail(r.error());
     reshaped = true;
-  } else if (std::all_of(plan.shares.begin(), plan.shares.end(), [](const auto& share) {
-               return !share.second.empty() && share.second.size() <= kLeafExtents;
+  } else if (std::all_of(plan.shares.begin(), plan.shares.end(), [](const Plan::Share& share) {
+               return share.end > share.begin && share.end - share.begin <= kLeafExtents;
              })) {
     // Every changed leaf still fits its block (a commit after a few random writes): each
     // rewritten in place, the others untouched, nothing copied.
-    for (const auto& [i, share] : plan.shares) {
-      Leaf& leaf = leaves_[i];
+    for (const Plan::Share& changed : plan.shares) {
+      const std::span<const Extent> share = share_of(changed);
+      Leaf& leaf = leaves_[changed.leaf];
       if (share.size() == leaf.count && fingerprint(share) == leaf.print) continue;
       const uint64_t first = leaf.first;
       write_leaf(leaf, share, blocks);
@@ -193,11 +197,11 @@ Result<ExtentTree::Root> ExtentTree::store_changes(Plan& plan, const Blocks& blo
     size_t changed = 0;
     for (size_t i = 0; i < leaves_.size(); ++i) {
       Leaf leaf = leaves_[i];
-      if (changed == plan.shares.size() || plan.shares[changed].first != i) {
+      if (changed == plan.shares.size() || plan.shares[changed].leaf != i) {
         next.push_back(leaf);
         continue;
       }
-      const std::span<const Extent> share = plan.shares[changed++].second;
+      const std::span<const Extent> share = share_of(plan.shares[changed++]);
       if (share.empty()) {
         blocks.release(leaf.block);
         continue;

@@ -59,16 +59,21 @@ class ExtentTree {
   using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
   // A store worked out, nothing written yet.
   struct Plan {
+    struct Share {
+      size_t leaf;
+      size_t begin, end;  // its extents, in `listed`
+    };
     Lister list;
-    std::vector<std::pair<size_t, std::vector<Extent>>> shares;  // changed leaves' extents
-    std::vector<Extent> all;  // every extent, when they were listed at once
-    bool listed_all = false;
-    uint64_t extents = 0;  // how many the store holds
+    std::vector<Extent> listed;  // what was listed, in order
+    std::vector<Share> shares;   // the leaves listed again, in order
+    bool listed_all = false;     // `listed` is every extent
+    uint64_t extents = 0;        // how many the store holds
   };
   // Plans a store of the extents `list` gives (sorted by file block, not overlapping). Only
   // those starting in `changed` may differ from what the tree holds (nullopt: any may), so
-  // only the leaves whose ranges meet them are listed. (Measured: a commit after one 4 KiB
-  // write into a fragmented 512 MiB file listed all 130,000 extents before.)
+  // only the leaves whose ranges meet them are listed. (Measured: 4 KiB writes with an fsync
+  // after each into a fragmented 512 MiB file, 446-498 IOPS listing every extent at each
+  // commit, 2,418-2,515 listing the changed leaves.)
   Plan plan(Lister list, const std::optional<Ranges>& changed) const;
   // Writes what `plan` changed (it holds more than fit in the inode): returns the new root.
   // EINVAL, with nothing written, for a plan of no extents. On an error (no space for a

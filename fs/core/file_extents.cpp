@@ -73,8 +73,7 @@ Result<void> Filesystem::load_extents(Inode& inode) {
 }
 
 Result<void> Filesystem::store_extents(Inode& inode) {
-  // A tree lists only the leaves its changes meet (a file of 100,000 extents, one changed:
-  // one leaf); inline, the few extents there are.
+  // A tree lists only the leaves its changes meet; inline, the few extents there are.
   ExtentTree::Plan plan = inode.tree.plan(
       [&inode](uint64_t from, uint64_t to) { return inode.extents.on_disk(from, to); },
       inode.tree.empty() ? std::nullopt : inode.extents.changed());
@@ -86,7 +85,7 @@ Result<void> Filesystem::store_extents(Inode& inode) {
     inode.tree.release_all(release);
     inode.disk.tree_depth = 0;
     inode.disk.tree_root = 0;
-    inode.disk.inline_extents = plan.listed_all ? std::move(plan.all) : inode.extents.on_disk();
+    inode.disk.inline_extents = plan.listed_all ? std::move(plan.listed) : inode.extents.on_disk();
     inode.extents_dirty = false;
     inode.extents.stored();
     return {};
