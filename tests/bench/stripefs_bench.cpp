@@ -10,6 +10,7 @@
 #include "bench/dir_bench.hpp"
 #include "bench/pmem_bench.hpp"
 #include "bench/raid_bench.hpp"
+#include "bench/read_bench.hpp"
 #include "bench/rebuild_bench.hpp"
 #include "bench/ring_bench.hpp"
 #include "raid/units.hpp"
@@ -73,6 +74,18 @@ int main(int argc, char** argv) {
   dir_cmd->add_option("--large", dir.large, "names in the large directory (default 1000000)");
   dir_cmd->add_option("--lookups", dir.lookups, "lookups per pass (default 200000)");
   dir_cmd->add_option("--repeat", dir.repeat, "passes; figures are medians (default 5)");
+
+  stripefs::bench::ReadBenchOptions read;
+  auto* read_cmd = app.add_subcommand(
+      "read",
+      "random 4 KiB reads of one file through the filesystem (no FUSE), data checksums on vs "
+      "off, written once and after random rewrites (copy on write scatters it)");
+  std::string read_size = "512M";
+  read_cmd->add_option("--size", read_size, "size of the file (default 512M)");
+  read_cmd->add_option("--rewrites", read.rewrites,
+                       "random 4 KiB rewrites that scatter it (default: size / 8K)");
+  read_cmd->add_option("--reads", read.reads, "reads per pass (default 200000)");
+  read_cmd->add_option("--repeat", read.repeat, "passes; figures are medians (default 5)");
 
   stripefs::bench::RebuildBenchOptions rebuild;
   auto* rebuild_cmd = app.add_subcommand(
@@ -146,6 +159,10 @@ int main(int argc, char** argv) {
   }
 
   if (dir_cmd->parsed()) return stripefs::bench::run_dir_bench(dir);
+  if (read_cmd->parsed()) {
+    if (!parse_sizes({{&read_size, &read.size}})) return 2;
+    return stripefs::bench::run_read_bench(read);
+  }
   if (raid_cmd->parsed()) {
     uint64_t chunk_bytes = 0;
     if (!parse_sizes({std::pair{&member_size, &raid.member_size},
