@@ -50,8 +50,34 @@ bool MetaStore::home_behind(uint64_t block) const {
   return committing_.contains(block) || images_.contains(block);
 }
 
+void MetaStore::index_blocks(uint64_t first, uint64_t count) {
+  index_first_ = first;
+  index_count_ = count;
+  index_.clear();
+  index_.resize((count + kIndexPage - 1) / kIndexPage);
+  for (const auto& [block, cached] : cache_) {
+    if (!cached.checked) continue;
+    if (std::byte** slot = index_slot(block, true)) *slot = cached.image.data();
+  }
+}
+
+std::byte** MetaStore::index_slot(uint64_t block, bool make) {
+  const uint64_t i = block - index_first_;  // wraps below the range
+  if (i >= index_count_) return nullptr;
+  auto& page = index_[i / kIndexPage];
+  if (!page) {
+    if (!make) return nullptr;
+    page = std::make_unique<IndexPage>();
+    page->fill(nullptr);
+  }
+  return &(*page)[i % kIndexPage];
+}
+
 Result<std::span<std::byte, kBlockSize>> MetaStore::read_checked(uint64_t block,
                                                                  const Volume::BlockCheck& good) {
+  if (std::byte** slot = index_slot(block, false); slot != nullptr && *slot != nullptr) {
+    return std::span<std::byte, kBlockSize>(*slot, kBlockSize);  // the hottest path
+  }
   if (auto it = cache_.find(block); it != cache_.end() && it->second.checked) {
     return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);  // hot path
   }
@@ -62,6 +88,7 @@ Result<std::span<std::byte, kBlockSize>> MetaStore::read_checked(uint64_t block,
     if (auto healed = heal(block, good); !healed) return healed;
   }
   cached.checked = true;
+  if (std::byte** slot = index_slot(block, true)) *slot = cached.image.data();
   return image;
 }
 
@@ -102,12 +129,14 @@ std::span<std::byte, kBlockSize> MetaStore::fresh(uint64_t block) {
   }
   it->second.image.zero();
   it->second.checked = false;
+  unindex(block);
   dirty_[block] = true;
   return std::span<std::byte, kBlockSize>(it->second.image.data(), kBlockSize);
 }
 
 void MetaStore::forget(uint64_t block) {
   if (dirty_.contains(block)) return;  // goes out with its transaction; harmless
+  unindex(block);
   cache_.erase(block);
 }
 
@@ -119,6 +148,7 @@ void MetaStore::trim() {
     if (dirty_.contains(it->first) || pinned_.contains(it->first)) {
       ++it;
     } else {
+      unindex(it->first);
       cache_.erase(it++);  // the other iterators stay valid
       --to_drop;
     }

@@ -85,6 +85,7 @@ Result<void> Filesystem::start() {
     fs_log().info("metadata journal: replayed {} blocks up to transaction {}", replayed, *last);
   }
   meta_ = std::make_unique<MetaStore>(volume_, *journal_, options_.metadata_cache_blocks);
+  if (sb_.has_checksums()) meta_->index_blocks(sb_.checksum_start, sb_.checksum_blocks);
   blocks_ = std::make_unique<BitmapAllocator>(sb_.block_bitmap_start, sb_.block_bitmap_blocks,
                                               sb_.total_blocks);
   if (auto r = blocks_->load(*meta_); !r) return r;
