@@ -1,4 +1,5 @@
 // File data: the buffer cache, reads, writes, delayed allocation and writeback.
+#include <absl/container/inlined_vector.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 
@@ -35,8 +36,10 @@ struct ReadPlan {
     uint64_t length;
     uint64_t volume_block;
   };
-  std::vector<FromCache> cached;
-  std::vector<FromVolume> volume;
+  // Inline: a read's plan (one run from the volume, perhaps pieces from the cache) costs no
+  // allocation of its own.
+  absl::InlinedVector<FromCache, 2> cached;
+  absl::InlinedVector<FromVolume, 2> volume;
 };
 
 // Reads `plan` into `dest` (block-aligned file range [begin, begin + dest.size())): zeros
@@ -44,7 +47,7 @@ struct ReadPlan {
 // volume's from its completion, which then calls `done`.
 void start_plan(Volume& volume, const ReadPlan& plan, uint64_t begin, std::span<std::byte> dest,
                 Volume::Callback done) {
-  std::vector<std::pair<uint64_t, uint64_t>> covered;
+  absl::InlinedVector<std::pair<uint64_t, uint64_t>, 4> covered;
   for (const auto& v : plan.volume) covered.emplace_back(v.offset - begin, v.length);
   for (const auto& c : plan.cached) covered.emplace_back(c.offset - begin, c.length);
   std::sort(covered.begin(), covered.end());

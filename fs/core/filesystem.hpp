@@ -138,10 +138,11 @@ struct FsStats {
   uint64_t recovery_inodes_freed = 0;
 };
 
-// A reply to read(): the bytes live in `buffers`; fragments are in file order.
+// A reply to read(): the bytes live in `buffers`; fragments are in file order. (Inline: a
+// read answered from one buffer allocates no list.)
 struct ReadReply {
-  std::vector<std::shared_ptr<AlignedBuffer>> buffers;
-  std::vector<std::span<const std::byte>> fragments;
+  absl::InlinedVector<std::shared_ptr<AlignedBuffer>, 1> buffers;
+  absl::InlinedVector<std::span<const std::byte>, 1> fragments;
   size_t size() const {
     size_t n = 0;
     for (auto f : fragments) n += f.size();
