@@ -5,8 +5,8 @@
 // remounts, and times the same reads again: under copy on write (checksummed files) the file
 // now holds an extent per rewritten block; without checksums it is overwritten in place. The
 // same steps run on a filesystem without data checksums, and the ratios of reads per second
-// say what the checksums cost the filesystem's own part of a read (issue: the price of data
-// checksums on random reads), without the noise of FUSE's and the scheduler's hand-offs.
+// say what the checksums cost the filesystem's own part of a read, without the noise of
+// FUSE's and the scheduler's hand-offs.
 #include "bench/read_bench.hpp"
 
 #include <sys/stat.h>
@@ -165,7 +165,7 @@ int run_read_bench(const ReadBenchOptions& o) {
   result("read.fresh_csum", fresh[1], "us");
   result("read.scattered_nocsum", scattered[0], "us");
   result("read.scattered_csum", scattered[1], "us");
-  // Reads per second, checksums on against off (the issue's price: at least 0.9 wanted).
+  // Reads per second, checksums on against off (the goal is at least 0.9).
   result("read.fresh_csum_vs_nocsum", fresh[0] / fresh[1], "ratio");
   result("read.scattered_csum_vs_nocsum", scattered[0] / scattered[1], "ratio");
   return 0;
