@@ -55,10 +55,6 @@ void MetaStore::index_blocks(uint64_t first, uint64_t count) {
   index_count_ = count;
   index_.clear();
   index_.resize((count + kIndexPage - 1) / kIndexPage);
-  for (const auto& [block, cached] : cache_) {
-    if (!cached.checked) continue;
-    if (std::byte** slot = index_slot(block, true)) *slot = cached.image.data();
-  }
 }
 
 std::byte** MetaStore::index_slot(uint64_t block, bool make) {

@@ -75,7 +75,8 @@ class MetaStore {
   void pin(uint64_t block) { pinned_.insert(block); }
   // Blocks [first, first + count) are read_checked() on every data read (the checksum
   // table): their checked images are also found by index, without hashing the block number
-  // (two dependent cache misses fewer per read of a file whose blocks are scattered).
+  // (two dependent cache misses fewer per read of a file whose blocks are scattered). A
+  // block cached and checked before the call is still found, by hash.
   void index_blocks(uint64_t first, uint64_t count);
   // The block was freed: its cached image goes (it may become file data).
   void forget(uint64_t block);

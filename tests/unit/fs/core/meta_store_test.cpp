@@ -37,94 +37,89 @@ std::byte first_byte(test::MetaFixture& f, uint64_t block, const Volume::BlockCh
   return image ? (*image)[0] : std::byte{0};
 }
 
-TEST(MetaStoreIndex, ChecksOnceAndReturnsTheCachedImage) {
+// A MetaStore with [kFirst, kFirst + kCount) indexed, and a counting check.
+class MetaStoreIndex : public ::testing::Test {
+ protected:
+  void SetUp() override { f.meta->index_blocks(kFirst, kCount); }
+  std::byte read(uint64_t block) { return first_byte(f, block, check); }
+  void put(uint64_t block, std::byte fill) {
+    ASSERT_TRUE(f.volume->write(block * fs::kBlockSize, filled(fill).span()));
+  }
   test::MetaFixture f;
-  f.meta->index_blocks(kFirst, kCount);
+  CountingCheck counting;
+  Volume::BlockCheck check = counting.check();
+};
+
+TEST_F(MetaStoreIndex, ChecksOnceAndReturnsTheCachedImage) {
+  int blocks = 0;
   for (const uint64_t block : {kFirst, kFirst + 511, kFirst + 512, kFirst + kCount - 1}) {
-    ASSERT_TRUE(f.volume->write(block * fs::kBlockSize, filled(std::byte{7}).span()));
-    CountingCheck counting;
-    auto check = counting.check();
+    put(block, std::byte{7});
     auto first = f.meta->read_checked(block, check);
     ASSERT_TRUE(first);
     auto again = f.meta->read_checked(block, check);
     ASSERT_TRUE(again);
-    EXPECT_EQ(counting.calls, 1) << "block " << block;
+    EXPECT_EQ(counting.calls, ++blocks) << "block " << block;
     EXPECT_EQ(first->data(), again->data());
     EXPECT_EQ((*again)[0], std::byte{7});
     // A change made through modify() is what the next read sees.
     f.meta->modify(block)[0] = std::byte{9};
-    EXPECT_EQ(first_byte(f, block, check), std::byte{9});
-    EXPECT_EQ(counting.calls, 1);
+    EXPECT_EQ(read(block), std::byte{9});
+    EXPECT_EQ(counting.calls, blocks);
   }
 }
 
-TEST(MetaStoreIndex, AFreshBlockIsCheckedAgain) {
-  test::MetaFixture f;
-  f.meta->index_blocks(kFirst, kCount);
+TEST_F(MetaStoreIndex, AFreshBlockIsCheckedAgain) {
   const uint64_t block = kFirst + 600;
-  CountingCheck counting;
-  auto check = counting.check();
-  EXPECT_EQ(first_byte(f, block, check), std::byte{0});
+  EXPECT_EQ(read(block), std::byte{0});
   f.meta->fresh(block)[0] = std::byte{5};
   f.commit_and_checkpoint();
-  EXPECT_EQ(first_byte(f, block, check), std::byte{5});
+  EXPECT_EQ(read(block), std::byte{5});
   EXPECT_EQ(counting.calls, 2);  // fresh() made it unchecked: the index forgot it
 }
 
-TEST(MetaStoreIndex, AForgottenBlockIsReadFromTheVolumeAgain) {
-  test::MetaFixture f;
-  f.meta->index_blocks(kFirst, kCount);
+TEST_F(MetaStoreIndex, AForgottenBlockIsReadFromTheVolumeAgain) {
   const uint64_t block = kFirst + 1500;
-  CountingCheck counting;
-  auto check = counting.check();
-  ASSERT_TRUE(f.volume->write(block * fs::kBlockSize, filled(std::byte{1}).span()));
-  EXPECT_EQ(first_byte(f, block, check), std::byte{1});
-  ASSERT_TRUE(f.volume->write(block * fs::kBlockSize, filled(std::byte{2}).span()));
-  EXPECT_EQ(first_byte(f, block, check), std::byte{1});  // cached
+  put(block, std::byte{1});
+  EXPECT_EQ(read(block), std::byte{1});
+  put(block, std::byte{2});
+  EXPECT_EQ(read(block), std::byte{1});  // cached
   f.meta->forget(block);
-  EXPECT_EQ(first_byte(f, block, check), std::byte{2});
+  EXPECT_EQ(read(block), std::byte{2});
   EXPECT_EQ(counting.calls, 2);
 }
 
-TEST(MetaStoreIndex, TrimmedBlocksAreReadFromTheVolumeAgain) {
-  test::MetaFixture f;
+TEST_F(MetaStoreIndex, TrimmedBlocksAreReadFromTheVolumeAgain) {
   f.meta = std::make_unique<fs::MetaStore>(*f.volume, *f.journal, 8);
   f.meta->index_blocks(kFirst, kCount);
-  CountingCheck counting;
-  auto check = counting.check();
   constexpr uint64_t kBlocks = 32;
   for (uint64_t i = 0; i < kBlocks; ++i) {
-    ASSERT_TRUE(f.volume->write((kFirst + i) * fs::kBlockSize, filled(std::byte{3}).span()));
-    EXPECT_EQ(first_byte(f, kFirst + i, check), std::byte{3});
+    put(kFirst + i, std::byte{3});
+    EXPECT_EQ(read(kFirst + i), std::byte{3});
   }
   f.meta->trim();  // down to half the limit: at least 28 of the 32 leave
-  for (uint64_t i = 0; i < kBlocks; ++i) {
-    ASSERT_TRUE(f.volume->write((kFirst + i) * fs::kBlockSize, filled(std::byte{4}).span()));
-  }
+  for (uint64_t i = 0; i < kBlocks; ++i) put(kFirst + i, std::byte{4});
   int reread = 0;
   for (uint64_t i = 0; i < kBlocks; ++i) {
-    if (first_byte(f, kFirst + i, check) == std::byte{4}) ++reread;
+    if (read(kFirst + i) == std::byte{4}) ++reread;
   }
   EXPECT_GE(reread, 28);
   EXPECT_EQ(counting.calls, static_cast<int>(kBlocks) + reread);
 }
 
-TEST(MetaStoreIndex, BlocksOutsideTheRangeAndBlocksCachedBeforeItWork) {
-  test::MetaFixture f;
-  CountingCheck counting;
-  auto check = counting.check();
+TEST_F(MetaStoreIndex, BlocksOutsideTheRangeAndBlocksCachedBeforeItWork) {
+  f.meta = std::make_unique<fs::MetaStore>(*f.volume, *f.journal, 1u << 14);  // no index yet
   const uint64_t before = kFirst + 10;  // cached and checked before the index exists
-  ASSERT_TRUE(f.volume->write(before * fs::kBlockSize, filled(std::byte{6}).span()));
-  EXPECT_EQ(first_byte(f, before, check), std::byte{6});
+  put(before, std::byte{6});
+  EXPECT_EQ(read(before), std::byte{6});
   f.meta->index_blocks(kFirst, kCount);
-  EXPECT_EQ(first_byte(f, before, check), std::byte{6});
-  f.meta->forget(before);  // must leave the index too
-  ASSERT_TRUE(f.volume->write(before * fs::kBlockSize, filled(std::byte{8}).span()));
-  EXPECT_EQ(first_byte(f, before, check), std::byte{8});
+  EXPECT_EQ(read(before), std::byte{6});
+  f.meta->forget(before);
+  put(before, std::byte{8});
+  EXPECT_EQ(read(before), std::byte{8});
   for (const uint64_t outside : {kFirst - 50, kFirst + kCount}) {
-    ASSERT_TRUE(f.volume->write(outside * fs::kBlockSize, filled(std::byte{6}).span()));
-    EXPECT_EQ(first_byte(f, outside, check), std::byte{6});
-    EXPECT_EQ(first_byte(f, outside, check), std::byte{6});
+    put(outside, std::byte{6});
+    EXPECT_EQ(read(outside), std::byte{6});
+    EXPECT_EQ(read(outside), std::byte{6});
   }
   EXPECT_EQ(counting.calls, 4);
 }
