@@ -34,7 +34,11 @@ uint64_t ExtentMap::map(uint64_t file_block) const {
   return e == nullptr ? 0 : e->extent.physical + (file_block - e->extent.logical);
 }
 
-std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b) const {
+std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b, uint64_t limit) const {
+  const auto fill = [this](uint64_t first, uint64_t end, uint64_t* out) {
+    return fill_answers(first, end, out);
+  };
+  if (auto indexed = index_.find(b, limit, map_.size(), end_block(), fill)) return *indexed;
   auto e = map_.upper_bound(b);
   if (e != map_.begin()) {
     auto p = std::prev(e);
@@ -45,6 +49,28 @@ std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b) const {
     }
   }
   return {0, e == map_.end() ? UINT64_MAX : e->first - b};
+}
+
+size_t ExtentMap::fill_answers(uint64_t first, uint64_t end, uint64_t* out) const {
+  std::fill(out, out + (end - first), 0);
+  size_t extents = 0;
+  auto it = map_.upper_bound(first);
+  if (it != map_.begin()) --it;
+  for (; it != map_.end() && it->first < end; ++it) {
+    const MemExtent& m = it->second;
+    const Extent& x = m.extent;
+    if (x.logical_end() <= first) continue;
+    ++extents;
+    if (x.unwritten || m.pending) continue;
+    const uint64_t from = std::max(first, x.logical), to = std::min(end, x.logical_end());
+    for (uint64_t b = from; b < to; ++b) out[b - first] = x.physical + (b - x.logical);
+  }
+  return extents;
+}
+
+void ExtentMap::reindex(uint64_t first, uint64_t end) {
+  index_.changed(first, end, map_.size(),
+                 [this](uint64_t a, uint64_t b, uint64_t* out) { return fill_answers(a, b, out); });
 }
 
 void ExtentMap::insert(Extent extent) {
@@ -71,6 +97,7 @@ void ExtentMap::insert(Extent extent) {
     map_.erase(next);
   }
   touch(key, std::max(touched_end, map_.at(key).extent.logical_end()));
+  reindex(extent.logical, touched_end);
 }
 
 std::vector<RemovedRun> ExtentMap::remove(uint64_t first, uint64_t end) {
@@ -101,6 +128,7 @@ std::vector<RemovedRun> ExtentMap::remove(uint64_t first, uint64_t end) {
     removed.push_back({cut.extent.physical, cut_end - cut_begin, m.pending});
     if (cut.replaces != 0) removed.push_back({cut.replaces, cut_end - cut_begin, false});
   }
+  reindex(first, end);
   return removed;
 }
 
@@ -124,6 +152,7 @@ void ExtentMap::replace(uint64_t first, uint64_t count, uint64_t physical) {
   m.replaces = m.extent.physical;
   m.extent.physical = physical;
   m.pending = true;
+  reindex(first, first + count);
 }
 
 void ExtentMap::merge_around(uint64_t first, uint64_t end) {
@@ -160,6 +189,7 @@ Settled ExtentMap::settle(uint64_t first, uint64_t end, bool written) {
     if (written) m.extent.unwritten = false;
   }
   merge_around(first, end);
+  reindex(first, end);
   return settled;
 }
 
@@ -185,6 +215,7 @@ std::vector<std::pair<uint64_t, uint64_t>> ExtentMap::abandon(uint64_t first, ui
     ++it;
   }
   merge_around(first, end);
+  reindex(first, end);
   return reserved;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fs/core/format.hpp"
+#include "fs/core/read_index.hpp"
 
 namespace stripefs::fs {
 
@@ -76,8 +77,10 @@ class ExtentMap {
   uint64_t map(uint64_t file_block) const;
   // For reads: the volume block to read file block `b` from (0: it reads as zeros, being a
   // hole, unwritten, or pending, whose data is in the cache) and how many blocks from `b`
-  // share that answer.
-  std::pair<uint64_t, uint64_t> readable_run(uint64_t file_block) const;
+  // share that answer (the same 0, or volume blocks following on; no more than `limit`
+  // when a fragmented map answers from its ReadIndex, so a caller asks again for the rest).
+  std::pair<uint64_t, uint64_t> readable_run(uint64_t file_block,
+                                             uint64_t limit = UINT64_MAX) const;
   // Calls f(first, end) for each run of unmapped file blocks in [first, end) (pending
   // extents count as mapped: their blocks are allocated).
   template <class F>
@@ -87,6 +90,7 @@ class ExtentMap {
   void add(const MemExtent& extent) {
     map_.emplace(extent.extent.logical, extent);
     touch(extent.extent.logical, extent.extent.logical_end());
+    reindex(extent.extent.logical, extent.extent.logical_end());
   }
   // Copy on write: file blocks [first, first + count), inside one written extent, get
   // volume blocks from `physical` on, pending, replacing the ones they had.
@@ -144,12 +148,19 @@ class ExtentMap {
   size_t size() const { return map_.size(); }
   Map::const_iterator begin() const { return map_.begin(); }
   Map::const_iterator end() const { return map_.end(); }
+  // Pages of readable_run's answers kept by index (read_index.hpp).
+  size_t indexed_pages() const { return index_.pages(); }
 
  private:
   // Merges neighbours that became contiguous in [first, end] and around it.
   void merge_around(uint64_t first, uint64_t end);
   // Records that the extents of file blocks [first, end) changed.
   void touch(uint64_t first, uint64_t end);
+  // After a change: readable_run's answers for file blocks [first, end) may differ now.
+  void reindex(uint64_t first, uint64_t end);
+  // readable_run's answers for [first, end), one per block, for the ReadIndex; how many
+  // extents meet the range.
+  size_t fill_answers(uint64_t first, uint64_t end, uint64_t* out) const;
   // Whether on_disk() lists `b` and the extent before it as one run (but for the length
   // limit): both stored, contiguous in file and volume blocks, in the same state.
   static bool continues(const MemExtent& a, const MemExtent& b);
@@ -157,6 +168,7 @@ class ExtentMap {
   Map::const_iterator run_start(Map::const_iterator it) const;
 
   Map map_;
+  mutable ReadIndex index_;  // a cache of readable_run: filled by reads, under the fs lock
   // Ranges of file blocks changed since stored() (in the order touched), or all of them.
   std::vector<std::pair<uint64_t, uint64_t>> changed_;
   bool changed_all_ = true;

@@ -177,10 +177,10 @@ Result<void> Filesystem::reserve_delalloc(Inode& inode, uint64_t offset, uint64_
 
 namespace {
 // For plan_read: the volume block holding file block b (0: reads as zeros) and how many
-// blocks from b share that answer.
+// blocks from b (up to `limit`, the blocks still wanted) share that answer.
 template <class Inode>
 auto readable_run(Inode& inode) {
-  return [&inode](uint64_t b) { return inode.extents.readable_run(b); };
+  return [&inode](uint64_t b, uint64_t limit) { return inode.extents.readable_run(b, limit); };
 }
 
 // What of `plan` (a read of [begin, ...) into a buffer) comes from the volume, to be checked.
@@ -199,7 +199,7 @@ ReadPlan plan_read(Inode& inode, uint64_t begin, uint64_t end, Map map) {
   ReadPlan plan;
   auto plan_uncached = [&](uint64_t from, uint64_t to) {
     for (uint64_t b = from / kBlockSize; b < to / kBlockSize;) {
-      auto e = map(b);  // {volume block or 0, blocks in this run}
+      auto e = map(b, to / kBlockSize - b);  // {volume block or 0, blocks in this run}
       const uint64_t n = std::min<uint64_t>(e.second, to / kBlockSize - b);
       if (e.first != 0) {
         if (!plan.volume.empty() &&

@@ -155,36 +155,69 @@ TEST(ExtentMap, StartOfLastCountsExtentsBackFromTheStop) {
 }
 
 // Against a per-block model: random inserts, removes and settles.
-TEST(ExtentMap, MatchesABlockModel) {
-  constexpr uint64_t kBlocks = 96;
+// A model of every block, changed as the map is. `blocks` blocks; with `fragmented`, each
+// starts as an extent of its own (so the map is large enough for its ReadIndex: reads
+// through it are checked against the model after every change near them, every block
+// every `full_every` steps; blocks allocated then stay an extent each). `indexed_steps`:
+// the steps after which the index held pages.
+void check_against_block_model(uint64_t blocks, bool fragmented, int steps, int full_every,
+                               uint64_t seed, int& indexed_steps) {
   struct Block {
     uint64_t physical = 0;  // 0: hole
     bool unwritten = false;
     bool pending = false;
     uint64_t replaces = 0;  // pending: the written block it replaces
   };
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(seed);
   ExtentMap map;
-  std::vector<Block> model(kBlocks);
+  std::vector<Block> model(blocks);
   uint64_t next_physical = 1000;
-  for (int step = 0; step < 4000; ++step) {
-    const uint64_t a = rng() % kBlocks, n = 1 + rng() % 10, b = std::min(kBlocks, a + n);
-    switch (rng() % 5) {
+  if (fragmented) {
+    for (uint64_t i = 0; i < blocks; ++i) {
+      model[i].physical = 10 * blocks + 2 * i;
+      map.insert(Extent{i, model[i].physical, 1, false});
+    }
+    next_physical = 20 * blocks;
+  }
+  const auto answer = [&](uint64_t i) {
+    const Block& m = model[i];
+    return m.physical != 0 && !m.unwritten && !m.pending ? m.physical : 0;
+  };
+  // One read's lookup at `b` (wanting `limit` blocks): the answer and a run that holds.
+  const auto check_read = [&](uint64_t b, uint64_t limit, int step) {
+    const auto [v, run] = map.readable_run(b, limit);
+    ASSERT_EQ(v, answer(b)) << "block " << b << " step " << step;
+    ASSERT_GE(run, 1u) << "block " << b << " step " << step;
+    for (uint64_t k = 1; k < run && b + k < blocks; ++k) {
+      ASSERT_EQ(answer(b + k), v == 0 ? 0 : v + k) << "run from " << b << " step " << step;
+    }
+  };
+  indexed_steps = 0;
+  for (int step = 0; step < steps; ++step) {
+    // Now and then a change far longer than a page, else a few blocks.
+    const uint64_t n = (rng() % 50 == 0) ? 1 + rng() % 1200 : 1 + rng() % 10;
+    const uint64_t a = rng() % blocks, b = std::min(blocks, a + n);
+    switch (rng() % 6) {
       case 0:
-      case 1: {  // allocate over a hole: written, unwritten or pending
+      case 1: {  // allocate over a hole: written, unwritten or pending (or loaded: added)
         uint64_t end = a;
         while (end < b && model[end].physical == 0) ++end;
         if (end == a) break;
         const uint64_t physical = (rng() % 2) ? next_physical : next_physical + 7;
-        next_physical += 20;
-        const unsigned kind = rng() % 3;
-        const Extent e{a, physical, static_cast<uint32_t>(end - a), kind == 1};
-        if (kind == 2) {
-          map.add(MemExtent{e, true});
-        } else {
-          map.insert(e);
+        next_physical += 20 + 2 * n;
+        const unsigned kind = rng() % 4;
+        const uint64_t piece = fragmented ? 1 : end - a, stride = fragmented ? 2 : 1;
+        for (uint64_t i = a; i < end; i += piece) {
+          const Extent e{i, physical + stride * (i - a), static_cast<uint32_t>(piece), kind == 1};
+          if (kind >= 2) {
+            map.add(MemExtent{e, kind == 2});
+          } else {
+            map.insert(e);
+          }
         }
-        for (uint64_t i = a; i < end; ++i) model[i] = {physical + (i - a), kind == 1, kind == 2};
+        for (uint64_t i = a; i < end; ++i) {
+          model[i] = {physical + stride * (i - a), kind == 1, kind == 2};
+        }
         break;
       }
       case 2: {
@@ -195,7 +228,7 @@ TEST(ExtentMap, MatchesABlockModel) {
           expected += (model[i].physical != 0) + (model[i].replaces != 0);
           model[i] = {};
         }
-        ASSERT_EQ(freed, expected) << "step " << step;
+        EXPECT_EQ(freed, expected) << "step " << step;
         break;
       }
       case 3: {
@@ -213,8 +246,16 @@ TEST(ExtentMap, MatchesABlockModel) {
           model[i].replaces = 0;
           if (written) model[i].unwritten = false;
         }
-        ASSERT_EQ(recorded, expected) << "step " << step;
-        ASSERT_EQ(replaced, expected_replaced) << "step " << step;
+        EXPECT_EQ(recorded, expected) << "step " << step;
+        EXPECT_EQ(replaced, expected_replaced) << "step " << step;
+        break;
+      }
+      case 5: {  // a failed writeback: what it replaced is back, holes again where none
+        map.abandon(a, b);
+        for (uint64_t i = a; i < b; ++i) {
+          if (!model[i].pending) continue;
+          model[i] = model[i].replaces != 0 ? Block{model[i].replaces} : Block{};
+        }
         break;
       }
       case 4: {  // copy on write over part of one written extent
@@ -222,7 +263,7 @@ TEST(ExtentMap, MatchesABlockModel) {
         if (here.extent == nullptr || here.extent->pending || here.extent->extent.unwritten) break;
         const uint64_t end = std::min(b, here.extent->extent.logical_end());
         const uint64_t physical = next_physical;
-        next_physical += 20;
+        next_physical += 20 + 2 * n;
         map.replace(a, end - a, physical);
         for (uint64_t i = a; i < end; ++i) {
           model[i].replaces = model[i].physical;
@@ -232,30 +273,51 @@ TEST(ExtentMap, MatchesABlockModel) {
         break;
       }
     }
-    for (uint64_t i = 0; i < kBlocks; ++i) {
+    // Reads where it changed (and just around), and a few anywhere.
+    for (uint64_t i = a >= 2 ? a - 2 : 0; i < std::min(blocks, b + 2); ++i) {
+      check_read(i, 1 + rng() % 64, step);
+    }
+    for (int r = 0; r < 16; ++r) check_read(rng() % blocks, 1 + rng() % 600, step);
+    indexed_steps += map.indexed_pages() > 0;
+    if (::testing::Test::HasFailure()) return;
+    if (step % full_every != 0) continue;
+    for (uint64_t i = 0; i < blocks; ++i) {
       ASSERT_EQ(map.map(i), model[i].physical) << "block " << i << " step " << step;
-      const auto run = map.readable_run(i);
-      const bool readable = model[i].physical != 0 && !model[i].unwritten && !model[i].pending;
-      ASSERT_EQ(run.first, readable ? model[i].physical : 0) << "block " << i << " step " << step;
+      check_read(i, UINT64_MAX, step);
+      if (::testing::Test::HasFatalFailure()) return;
     }
     // What a commit stores: written and unwritten blocks, replaced ones as they were.
-    std::vector<uint64_t> stored(kBlocks, 0);
+    std::vector<uint64_t> stored(blocks, 0);
     for (const Extent& e : map.on_disk()) {
       for (uint64_t i = e.logical; i < e.logical_end(); ++i)
         stored[i] = e.physical + (i - e.logical);
     }
-    for (uint64_t i = 0; i < kBlocks; ++i) {
+    for (uint64_t i = 0; i < blocks; ++i) {
       const uint64_t expected = model[i].pending ? model[i].replaces : model[i].physical;
-      ASSERT_EQ(stored[i], expected) << "on disk, block " << i << " step " << step;
+      EXPECT_EQ(stored[i], expected) << "on disk, block " << i << " step " << step;
     }
     uint64_t previous_end = 0;
     for (const auto& [first, m] : map) {
-      ASSERT_EQ(first, m.extent.logical);
-      ASSERT_GE(first, previous_end) << "extents overlap, step " << step;
-      ASSERT_GT(m.extent.length, 0u);
+      EXPECT_EQ(first, m.extent.logical);
+      EXPECT_GE(first, previous_end) << "extents overlap, step " << step;
+      EXPECT_GT(m.extent.length, 0u);
       previous_end = m.extent.logical_end();
     }
   }
+}
+
+TEST(ExtentMap, MatchesABlockModel) {
+  int indexed = 0;
+  check_against_block_model(96, false, 4000, 1, 7, indexed);
+  EXPECT_EQ(indexed, 0) << "too small for an index";
+}
+
+// A file rewritten at random: reads answer from the ReadIndex, which every change keeps
+// true (pages refilled where changed, dropped when wholly changed, all when the map shrinks).
+TEST(ExtentMap, AFragmentedMapsReadIndexMatchesABlockModel) {
+  int indexed = 0;
+  check_against_block_model(8 * ReadIndex::kPageBlocks, true, 3000, 50, 11, indexed);
+  EXPECT_GE(indexed, 2900) << "the reads went to the index";
 }
 
 // A run on disk longer than an extent may be, through copies on write still in flight (a
