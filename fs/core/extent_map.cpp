@@ -45,10 +45,10 @@ std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b, uint64_t limit
     const Extent& x = p->second.extent;
     if (b < x.logical_end()) {
       const uint64_t v = (x.unwritten || p->second.pending) ? 0 : x.physical + (b - x.logical);
-      return {v, x.logical_end() - b};
+      return {v, std::min(x.logical_end() - b, limit)};
     }
   }
-  return {0, e == map_.end() ? UINT64_MAX : e->first - b};
+  return {0, std::min(e == map_.end() ? UINT64_MAX : e->first - b, limit)};
 }
 
 size_t ExtentMap::fill_answers(uint64_t first, uint64_t end, uint64_t* out) const {

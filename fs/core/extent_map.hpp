@@ -77,8 +77,8 @@ class ExtentMap {
   uint64_t map(uint64_t file_block) const;
   // For reads: the volume block to read file block `b` from (0: it reads as zeros, being a
   // hole, unwritten, or pending, whose data is in the cache) and how many blocks from `b`
-  // share that answer (the same 0, or volume blocks following on; no more than `limit`
-  // when a fragmented map answers from its ReadIndex, so a caller asks again for the rest).
+  // share that answer (the same 0, or volume blocks following on), no more than `limit`
+  // (a fragmented map's ReadIndex may answer fewer: a caller asks again for the rest).
   std::pair<uint64_t, uint64_t> readable_run(uint64_t file_block,
                                              uint64_t limit = UINT64_MAX) const;
   // Calls f(first, end) for each run of unmapped file blocks in [first, end) (pending

@@ -16,15 +16,16 @@ std::optional<std::pair<uint64_t, uint64_t>> ReadIndex::find(uint64_t b, uint64_
     answers = slot.answers.get();
   }
   if (answers == nullptr) {
-    const uint64_t pages = (end_block + kPageBlocks - 1) >> kPageShift;
+    const uint64_t pages = (end_block >> kPageShift) + ((end_block & (kPageBlocks - 1)) != 0);
     if (pages > 4 * uint64_t{extents}) return std::nullopt;
     if (slots_.size() < pages) slots_.resize(pages);
+    if (p >= slots_.size()) return std::nullopt;
     answers = make(p, fill);
     if (answers == nullptr) return std::nullopt;
   }
   const size_t i = b & (kPageBlocks - 1);
   const uint64_t v = answers[i];
-  const size_t last = std::min<uint64_t>(kPageBlocks, i + limit);
+  const size_t last = i + std::min<uint64_t>(kPageBlocks - i, limit);
   size_t j = i + 1;
   if (v == 0) {
     while (j < last && answers[j] == 0) ++j;
@@ -44,6 +45,7 @@ const uint64_t* ReadIndex::make(size_t p, Fill fill) {
   }
   slot.answers = std::move(answers);
   ++pages_;
+  made_.fetch_add(1, std::memory_order_relaxed);
   return slot.answers.get();
 }
 

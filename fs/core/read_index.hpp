@@ -15,6 +15,7 @@
 
 #include <absl/functional/function_ref.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,7 +31,7 @@ class ReadIndex {
   static constexpr uint64_t kPageBlocks = uint64_t{1} << kPageShift;
   // Below this many extents the tree is shallow and mostly cached: no index.
   static constexpr size_t kMinExtents = 1024;
-  // A page is made only where this many extents start or end in its blocks.
+  // A page is made only where this many extents meet its blocks.
   static constexpr size_t kDenseExtents = 32;
 
   // Writes the answers for blocks [first, end) to out[0, end - first) and returns how many
@@ -44,8 +45,14 @@ class ReadIndex {
     clear();
     return *this;
   }
-  ReadIndex(ReadIndex&&) noexcept = default;
-  ReadIndex& operator=(ReadIndex&&) noexcept = default;
+  ReadIndex(ReadIndex&& other) noexcept { *this = std::move(other); }
+  ReadIndex& operator=(ReadIndex&& other) noexcept {
+    if (this == &other) return *this;
+    slots_ = std::move(other.slots_);
+    pages_ = std::exchange(other.pages_, 0);
+    other.slots_.clear();
+    return *this;
+  }
 
   // The answer for block `b` and how many blocks from it (at least 1, at most `limit`)
   // share it: the same answer 0, or volume blocks following on. nullopt: not indexed
@@ -61,8 +68,10 @@ class ReadIndex {
     slots_.clear();
     pages_ = 0;
   }
-  // Pages made (for tests and statistics).
+  // Pages held (for tests and statistics).
   size_t pages() const { return pages_; }
+  // Pages made by every index of the process so far (for tests).
+  static uint64_t pages_made() { return made_.load(std::memory_order_relaxed); }
 
  private:
   struct Slot {
@@ -74,6 +83,7 @@ class ReadIndex {
 
   std::vector<Slot> slots_;  // by page of file blocks
   size_t pages_ = 0;
+  static inline std::atomic<uint64_t> made_{0};
 };
 
 }  // namespace stripefs::fs

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "fs/core/read_index.hpp"
 #include "raid/geometry.hpp"
 
 #include "unit/fs/core/fs_test_util.hpp"
@@ -165,6 +166,7 @@ TEST(DataChecksums, AFileRewrittenAtRandomReadsWhatWasWrittenLast) {
   constexpr size_t kBlocks = 4 * 512;
   Written f = write_file(t, "f", kBlocks * kBlockSize, 20);
   ASSERT_TRUE(t.fs->open(f.ino).has_value());
+  const uint64_t pages_before = fs::ReadIndex::pages_made();
   std::mt19937_64 rng(21);
   for (int round = 0; round < 12; ++round) {
     for (int i = 0; i < 300; ++i) {
@@ -187,6 +189,7 @@ TEST(DataChecksums, AFileRewrittenAtRandomReadsWhatWasWrittenLast) {
           << "round " << round << ": " << size << " bytes at " << offset;
     }
   }
+  EXPECT_GT(fs::ReadIndex::pages_made(), pages_before) << "the reads never used the index";
 }
 
 // Metadata heals the same way: a directory bucket corrupted on its member (its home copy,

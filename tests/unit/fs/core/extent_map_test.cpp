@@ -188,6 +188,7 @@ void check_against_block_model(uint64_t blocks, bool fragmented, int steps, int 
     const auto [v, run] = map.readable_run(b, limit);
     ASSERT_EQ(v, answer(b)) << "block " << b << " step " << step;
     ASSERT_GE(run, 1u) << "block " << b << " step " << step;
+    ASSERT_LE(run, limit) << "block " << b << " step " << step;
     for (uint64_t k = 1; k < run && b + k < blocks; ++k) {
       ASSERT_EQ(answer(b + k), v == 0 ? 0 : v + k) << "run from " << b << " step " << step;
     }
@@ -197,7 +198,7 @@ void check_against_block_model(uint64_t blocks, bool fragmented, int steps, int 
     // Now and then a change far longer than a page, else a few blocks.
     const uint64_t n = (rng() % 50 == 0) ? 1 + rng() % 1200 : 1 + rng() % 10;
     const uint64_t a = rng() % blocks, b = std::min(blocks, a + n);
-    switch (rng() % 6) {
+    switch (rng() % 7) {
       case 0:
       case 1: {  // allocate over a hole: written, unwritten or pending (or loaded: added)
         uint64_t end = a;
@@ -206,7 +207,8 @@ void check_against_block_model(uint64_t blocks, bool fragmented, int steps, int 
         const uint64_t physical = (rng() % 2) ? next_physical : next_physical + 7;
         next_physical += 20 + 2 * n;
         const unsigned kind = rng() % 4;
-        const uint64_t piece = fragmented ? 1 : end - a, stride = fragmented ? 2 : 1;
+        const bool scattered = fragmented && rng() % 8 != 0;  // else one extent, as written
+        const uint64_t piece = scattered ? 1 : end - a, stride = scattered ? 2 : 1;
         for (uint64_t i = a; i < end; i += piece) {
           const Extent e{i, physical + stride * (i - a), static_cast<uint32_t>(piece), kind == 1};
           if (kind >= 2) {
@@ -220,11 +222,12 @@ void check_against_block_model(uint64_t blocks, bool fragmented, int steps, int 
         }
         break;
       }
-      case 2: {
+      case 2: {  // now and then everything from `a` on (a truncate)
+        const bool to_the_end = rng() % 100 == 0;
         uint64_t freed = 0;
-        for (const RemovedRun& r : map.remove(a, b)) freed += r.count;
+        for (const RemovedRun& r : map.remove(a, to_the_end ? UINT64_MAX : b)) freed += r.count;
         uint64_t expected = 0;
-        for (uint64_t i = a; i < b; ++i) {
+        for (uint64_t i = a; i < (to_the_end ? blocks : b); ++i) {
           expected += (model[i].physical != 0) + (model[i].replaces != 0);
           model[i] = {};
         }
@@ -258,6 +261,21 @@ void check_against_block_model(uint64_t blocks, bool fragmented, int steps, int 
         }
         break;
       }
+      case 6: {  // a shorter extent in place of one starting there: the rest is a hole
+        const ExtentMap::At here = map.at(a);
+        if (here.extent == nullptr || here.extent->pending || here.extent->extent.logical != a) {
+          break;
+        }
+        const uint64_t old_end = here.extent->extent.logical_end();
+        const uint64_t end = std::min(b, old_end - (old_end - a > 1));
+        const uint64_t physical = next_physical;
+        next_physical += 20 + 2 * n;
+        map.insert(Extent{a, physical, static_cast<uint32_t>(end - a), false});
+        for (uint64_t i = a; i < old_end; ++i) {
+          model[i] = i < end ? Block{physical + (i - a)} : Block{};
+        }
+        break;
+      }
       case 4: {  // copy on write over part of one written extent
         const ExtentMap::At here = map.at(a);
         if (here.extent == nullptr || here.extent->pending || here.extent->extent.unwritten) break;
@@ -283,7 +301,7 @@ void check_against_block_model(uint64_t blocks, bool fragmented, int steps, int 
     if (step % full_every != 0) continue;
     for (uint64_t i = 0; i < blocks; ++i) {
       ASSERT_EQ(map.map(i), model[i].physical) << "block " << i << " step " << step;
-      check_read(i, UINT64_MAX, step);
+      check_read(i, rng() % 2 ? UINT64_MAX : 1 + rng() % 600, step);
       if (::testing::Test::HasFatalFailure()) return;
     }
     // What a commit stores: written and unwritten blocks, replaced ones as they were.
@@ -318,6 +336,43 @@ TEST(ExtentMap, AFragmentedMapsReadIndexMatchesABlockModel) {
   int indexed = 0;
   check_against_block_model(8 * ReadIndex::kPageBlocks, true, 3000, 50, 11, indexed);
   EXPECT_GE(indexed, 2900) << "the reads went to the index";
+}
+
+// The index is a cache: a copy starts without one and answers the same; a move takes it.
+TEST(ExtentMap, ACopiedMapAnswersTheSameAndAMovedOneKeepsItsIndex) {
+  constexpr uint64_t kBlocks = 4 * ReadIndex::kPageBlocks;
+  ExtentMap map;
+  for (uint64_t i = 0; i < kBlocks; ++i) map.insert(Extent{i, 1000 + 2 * i, 1, false});
+  for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_EQ(map.readable_run(i, 1).first, 1000 + 2 * i);
+  ASSERT_EQ(map.indexed_pages(), 4u);
+  ExtentMap copy = map;
+  EXPECT_EQ(copy.indexed_pages(), 0u);
+  copy.remove(0, 8);
+  for (uint64_t i = 0; i < kBlocks; ++i) {
+    ASSERT_EQ(map.readable_run(i, 1).first, 1000 + 2 * i) << "the copy's change reached it";
+    ASSERT_EQ(copy.readable_run(i, 1).first, i < 8 ? 0 : 1000 + 2 * i);
+  }
+  const ExtentMap moved = std::move(map);
+  EXPECT_EQ(moved.indexed_pages(), 4u);
+  for (uint64_t i = 0; i < kBlocks; ++i) ASSERT_EQ(moved.readable_run(i, 1).first, 1000 + 2 * i);
+}
+
+// A map that shrinks below the size worth an index lets its pages go; grown fragmented
+// again (past where it ended: a longer file), it builds them anew, and answers right.
+TEST(ExtentMap, AShrunkMapDropsItsIndexAndAGrownOneBuildsItAgain) {
+  constexpr uint64_t kBlocks = 4 * ReadIndex::kPageBlocks;
+  ExtentMap map;
+  for (uint64_t i = 0; i < kBlocks; ++i) map.insert(Extent{i, 1000 + 2 * i, 1, false});
+  for (uint64_t i = 0; i < kBlocks; i += 7) map.readable_run(i, 1);
+  ASSERT_EQ(map.indexed_pages(), 4u);
+  map.remove(100, UINT64_MAX);
+  EXPECT_EQ(map.indexed_pages(), 0u) << "100 extents keep no index";
+  for (uint64_t i = 100; i < 3 * kBlocks; ++i) map.insert(Extent{i, 50'000 + 2 * i, 1, false});
+  for (uint64_t i = 0; i < 3 * kBlocks; ++i) {
+    const uint64_t expected = i < 100 ? 1000 + 2 * i : 50'000 + 2 * i;
+    ASSERT_EQ(map.readable_run(i, 1 + i % 5), (std::pair<uint64_t, uint64_t>{expected, 1}));
+  }
+  EXPECT_EQ(map.indexed_pages(), 12u);
 }
 
 // A run on disk longer than an extent may be, through copies on write still in flight (a
