@@ -7,7 +7,8 @@
 // map is kept inline in the inode or as a tree (file_extents.cpp); this is the map alone, which
 // allocates and frees nothing: the calls that change it say which volume blocks changed hands.
 //
-// Not thread-safe: each ExtentMap lives in its inode, under the filesystem lock.
+// Not thread-safe, not even for two readers (readable_run fills its ReadIndex): each
+// ExtentMap lives in its inode, under the filesystem lock.
 #pragma once
 
 #include <absl/container/btree_map.h>
