@@ -185,7 +185,7 @@ TEST(DataChecksums, AFileRewrittenAtRandomReadsWhatWasWrittenLast) {
       const uint64_t skew = rng() % 2 ? rng() % kBlockSize : 0;  // unaligned too
       const uint64_t offset = b * kBlockSize + skew, size = n * kBlockSize - skew;
       const auto got = t.read(f.ino, offset, size);
-      ASSERT_TRUE(std::equal(got.begin(), got.end(), f.data.begin() + offset) && got.size() == size)
+      ASSERT_TRUE(got.size() == size && std::equal(got.begin(), got.end(), f.data.begin() + offset))
           << "round " << round << ": " << size << " bytes at " << offset;
     }
   }
