@@ -34,6 +34,14 @@ uint64_t ExtentMap::map(uint64_t file_block) const {
   return e == nullptr ? 0 : e->extent.physical + (file_block - e->extent.logical);
 }
 
+namespace {
+// Where a read takes file block `b` of `m` from: 0 (zeros, or the cache) unless written and
+// on disk. The one rule for readable_run's answers, from the tree and for the index alike.
+uint64_t readable_block(const MemExtent& m, uint64_t b) {
+  return (m.extent.unwritten || m.pending) ? 0 : m.extent.physical + (b - m.extent.logical);
+}
+}  // namespace
+
 std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b, uint64_t limit) const {
   const auto fill = [this](uint64_t first, uint64_t end, uint64_t* out) {
     return fill_answers(first, end, out);
@@ -44,15 +52,14 @@ std::pair<uint64_t, uint64_t> ExtentMap::readable_run(uint64_t b, uint64_t limit
     auto p = std::prev(e);
     const Extent& x = p->second.extent;
     if (b < x.logical_end()) {
-      const uint64_t v = (x.unwritten || p->second.pending) ? 0 : x.physical + (b - x.logical);
-      return {v, std::min(x.logical_end() - b, limit)};
+      return {readable_block(p->second, b), std::min(x.logical_end() - b, limit)};
     }
   }
   return {0, std::min(e == map_.end() ? UINT64_MAX : e->first - b, limit)};
 }
 
 size_t ExtentMap::fill_answers(uint64_t first, uint64_t end, uint64_t* out) const {
-  std::fill(out, out + (end - first), 0);
+  std::fill(out, out + (end - first), 0);  // holes
   size_t extents = 0;
   auto it = map_.upper_bound(first);
   if (it != map_.begin()) --it;
@@ -61,9 +68,8 @@ size_t ExtentMap::fill_answers(uint64_t first, uint64_t end, uint64_t* out) cons
     const Extent& x = m.extent;
     if (x.logical_end() <= first) continue;
     ++extents;
-    if (x.unwritten || m.pending) continue;
     const uint64_t from = std::max(first, x.logical), to = std::min(end, x.logical_end());
-    for (uint64_t b = from; b < to; ++b) out[b - first] = x.physical + (b - x.logical);
+    for (uint64_t b = from; b < to; ++b) out[b - first] = readable_block(m, b);
   }
   return extents;
 }
