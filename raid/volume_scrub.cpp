@@ -10,10 +10,15 @@
 // of two copies, P when all the data passes, and a data chunk and P bad together on RAID6.
 // Two different answers that fit equally well name nothing.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <future>
+#include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "raid/aligned_buffer.hpp"
+#include "raid/cpus.hpp"
 #include "raid/io_batch.hpp"
 #include "raid/log.hpp"
 #include "raid/volume.hpp"
@@ -181,10 +186,20 @@ uint64_t Volume::scrub_batch() const {
   return std::max<uint64_t>(1, kScrubBatchBytes / geometry_.chunk_size());
 }
 
+uint64_t Volume::scrub_inline_batch() const {
+  return std::clamp<uint64_t>(kScrubInlineBatchBytes / geometry_.chunk_size(), 1, scrub_batch());
+}
+
 unsigned Volume::scrub_depth() const {
   const uint64_t batch_bytes = scrub_batch() * geometry_.chunk_size();
   return static_cast<unsigned>(
       std::clamp<uint64_t>(kScrubInFlightBytes / batch_bytes, 2, kMaxScrubDepth));
+}
+
+unsigned Volume::scrub_workers(uint64_t batches) const {
+  const unsigned wanted =
+      scrub_workers_ != 0 ? scrub_workers_ : std::min(usable_cpus(), kMaxScrubWorkers);
+  return static_cast<unsigned>(std::clamp<uint64_t>(batches, 1, std::max(1u, wanted)));
 }
 
 Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, ScrubCounts& counts,
@@ -203,10 +218,17 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   if (geometry_.level() == RaidLevel::raid0) return {};  // nothing to check against
   // A batch of stripes at a time, under their locks: one read per member for the range they
   // occupy on it (every member at once; cut at the device's max_io, as every Volume request
-  // is), then each stripe judged from the buffers. The next depth - 1 batches are read
-  // while this one is judged.
-  const uint64_t batch = scrub_batch();
-  const unsigned depth = scrub_depth();
+  // is), then each stripe judged from the buffers. Workers (the calling thread and
+  // scrub_workers() - 1 more) take batches in turn, in order; each judges its own, so the
+  // judging, and the copies of members driven inline, use every CPU allowed. A read that
+  // completed inside its submission (a member driven inline) is judged at once, while its
+  // bytes are in the cache; one still in flight has the worker's next batches' reads
+  // started behind it, up to `depth` in flight per worker.
+  const uint64_t last = std::min(first + count, geometry_.stripes());
+  const uint64_t batch = scrub_batch(), inline_batch = scrub_inline_batch();
+  const uint64_t batch_count = last > first ? (last - first + batch - 1) / batch : 0;
+  const unsigned workers = scrub_workers(batch_count);
+  const unsigned depth = std::max(1u, scrub_depth() / workers);
   struct Batch {
     uint64_t from = 0, to = 0, begin = 0;
     AlignedBuffer* buffers = nullptr;         // one per member
@@ -217,34 +239,35 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   ScrubBuffers& buffers = kept != nullptr ? *kept : own;
   // A batch's range on a member may start and end inside a chunk.
   const uint64_t buffer_bytes = (batch + 2) * chunk;
-  if (buffers.reads.size() != depth * width || buffers.reads.front().size() != buffer_bytes) {
+  const size_t reads = size_t{workers} * depth * width;
+  if (buffers.reads.size() < reads || buffers.reads.front().size() != buffer_bytes) {
     buffers.reads.clear();
-    for (unsigned i = 0; i < depth * width; ++i) buffers.reads.emplace_back(buffer_bytes);
+    for (size_t i = 0; i < reads; ++i) buffers.reads.emplace_back(buffer_bytes);
     ++buffers.allocations;
   }
-  if (buffers.scratch.size() != 2 * chunk) buffers.scratch = AlignedBuffer(2 * chunk);
-  Batch batches[kMaxScrubDepth];
-  for (unsigned i = 0; i < depth; ++i) batches[i].buffers = &buffers.reads[i * width];
-  StripeJudge judge(*level_, geometry_, check, row, buffers.scratch.span());
-  const uint64_t last = std::min(first + count, geometry_.stripes());
-  // What a stripe's judging found, counted and logged.
-  const auto count_findings = [&](uint64_t stripe, const std::vector<ChunkLocation>& where,
-                                  const Findings& found, bool rewritten) {
-    ++counts.stripes;
-    counts.verified_blocks += found.verified;
-    counts.checksum_failures += found.failed;
+  if (buffers.scratch.size() < workers || buffers.scratch.front().size() != 2 * chunk) {
+    buffers.scratch.clear();
+    for (unsigned w = 0; w < workers; ++w) buffers.scratch.emplace_back(2 * chunk);
+  }
+  // What one worker judged: counted and logged.
+  const auto count_findings = [&](const StripeJudge& judge, ScrubCounts& c, uint64_t stripe,
+                                  const std::vector<ChunkLocation>& where, const Findings& found,
+                                  bool rewritten) {
+    ++c.stripes;
+    c.verified_blocks += found.verified;
+    c.checksum_failures += found.failed;
     if (!found.mismatched) return;
-    ++counts.mismatched;
-    if (rewritten) ++counts.repaired;
+    ++c.mismatched;
+    if (rewritten) ++c.repaired;
     for (size_t i = 0; i < found.bad_rows.size(); ++i) {
       if (found.bad_rows[i] == 0) continue;
       const ChunkLocation& bad = where[i];
       Member& device = *members_[bad.member];
       uint64_t errors = 0;
       for (uint64_t e = 0; e < found.bad_rows[i]; ++e) errors = device.count_checksum_error();
-      ++counts.bad_chunks[bad.member];
+      ++c.bad_chunks[bad.member];
       const bool data = judge.holds_data(static_cast<unsigned>(i));
-      ++(data ? counts.bad_data : counts.bad_parity);
+      ++(data ? c.bad_data : c.bad_parity);
       raid_log().warn(
           "scrub: stripe {}: member {} ({}), data-area byte {}: {} block(s) of its {} chunk "
           "wrong{} ({} checksum errors on the device)",
@@ -253,7 +276,7 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
           repair ? "; rewritten from the others" : "", errors);
     }
     if (found.unresolved_rows > 0) {
-      ++counts.unrepairable;
+      ++c.unrepairable;
       raid_log().error(
           "scrub: stripe {}: {} block row(s) from volume byte {} on are inconsistent{} and no "
           "chunk can be named bad; left as they are",
@@ -262,9 +285,9 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     }
   };
   // Locks the batch from `from` and starts its reads.
-  const auto start = [&](Batch& b, uint64_t from) {
+  const auto start = [&](Batch& b, uint64_t from, uint64_t stripes) {
     b.from = from;
-    b.to = std::min(from + batch, last);
+    b.to = std::min(from + stripes, last);
     b.read = {};
     b.status = {};
     for (uint64_t stripe = b.from; stripe < b.to; ++stripe) locks_.lock(stripe);
@@ -277,11 +300,11 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     if (!b.status) return;
     const auto [begin, end] = member_range(b.from, b.to - 1);
     b.begin = begin;
-    std::vector<PlannedIo> reads;
+    std::vector<PlannedIo> planned;
     for (unsigned m = 0; m < width; ++m) {
-      reads.push_back({m, data_offset_ + begin, b.buffers[m].data(), end - begin, m});
+      planned.push_back({m, data_offset_ + begin, b.buffers[m].data(), end - begin, m});
     }
-    b.read = submit_ios_async(members_.all(), MemberOp::read, std::move(reads));
+    b.read = submit_ios_async(members_.all(), MemberOp::read, std::move(planned));
     VolumeCounters::add(stats_.member_read_ios, width);
   };
   // Reads of the batch failed: every chunk of a member that failed is read again alone, and
@@ -336,7 +359,8 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     return {};
   };
   // Waits for its reads, judges (and repairs) its stripes, and unlocks them.
-  const auto finish = [&](Batch& b, bool judge_it) -> Result<void> {
+  const auto finish = [&](StripeJudge& judge, ScrubCounts& c, Batch& b,
+                          bool judge_it) -> Result<void> {
     Result<void> status = b.status;
     if (b.read.valid()) {
       const std::vector<FailedIo> failed = b.read.get();
@@ -361,30 +385,63 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
         status = fail(status.error().code, "stripe {}: {}", stripe, status.error().message);
         break;
       }
-      count_findings(stripe, where, found, rewritten);
+      count_findings(judge, c, stripe, where, found, rewritten);
     }
     for (uint64_t stripe = b.from; stripe < b.to; ++stripe) locks_.release(stripe);
     return status;
   };
-  // Batches i to `started` - 1 are in flight, in order; batch i is finished first.
-  uint64_t reached = first;  // where the next batch to start begins
-  uint64_t started = 0;
-  const auto start_more = [&](uint64_t finished) {
-    while (started < finished + depth && reached < last) {
-      Batch& b = batches[started++ % depth];
-      start(b, reached);
-      reached = b.to;
+  // The workers share the next batch to take and the first failure; a failure stops them
+  // all, each after the batches it has in flight (unlocked, not judged).
+  std::atomic<uint64_t> next_stripe{first};
+  std::atomic<bool> failed{false};
+  std::mutex failure_mutex;
+  Result<void> failure;
+  std::vector<ScrubCounts> found(workers);
+  const auto work = [&](unsigned w) {
+    StripeJudge judge(*level_, geometry_, check, row, buffers.scratch[w].span());
+    ScrubCounts& c = found[w];
+    c.bad_chunks.assign(width, 0);
+    Batch batches[kMaxScrubDepth];
+    for (unsigned i = 0; i < depth; ++i) {
+      batches[i].buffers = &buffers.reads[(size_t{w} * depth + i) * width];
+    }
+    // Batches finished to started - 1 are in flight, in order; slot i % depth holds batch i.
+    // Once a read has completed inside its submission (the member was driven inline: the
+    // copy ran on this thread), the batches taken are smaller, to be judged from the cache.
+    uint64_t started = 0, finished = 0, stripes = batch;
+    for (;;) {
+      while (started < finished + depth && !failed.load(std::memory_order_relaxed)) {
+        const uint64_t from = next_stripe.fetch_add(stripes, std::memory_order_relaxed);
+        if (from >= last) break;
+        Batch& b = batches[started++ % depth];
+        start(b, from, stripes);
+        // Read already, or refused: judged now, before more is read over it.
+        if (!b.read.valid() ||
+            b.read.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+          if (b.read.valid()) stripes = inline_batch;
+          break;
+        }
+      }
+      if (finished == started) return;
+      const bool judge_it = !failed.load(std::memory_order_relaxed);
+      Result<void> status = finish(judge, c, batches[finished++ % depth], judge_it);
+      if (!status && judge_it) {
+        std::lock_guard lock(failure_mutex);
+        if (!failed.exchange(true)) failure = std::move(status);
+      }
     }
   };
-  start_more(0);
-  for (uint64_t i = 0; i < started; ++i) {
-    Result<void> status = finish(batches[i % depth], true);
-    if (!status) {
-      for (uint64_t j = i + 1; j < started; ++j) (void)finish(batches[j % depth], false);
-      return fail(status.error().code, "scrub: {}", status.error().message);
+  {
+    std::vector<std::jthread> helpers;
+    try {
+      for (unsigned w = 1; w < workers; ++w) helpers.emplace_back(work, w);
+    } catch (const std::system_error& e) {  // fewer threads: the batches are shared anyway
+      raid_log().warn("scrub: {} of {} workers started: {}", helpers.size() + 1, workers, e.what());
     }
-    start_more(i + 1);
+    work(0);
   }
+  for (const ScrubCounts& c : found) counts.add(c);
+  if (failed.load()) return fail(failure.error().code, "scrub: {}", failure.error().message);
   return {};
 }
 

@@ -12,8 +12,8 @@
 namespace stripefs::bench {
 
 Result<std::unique_ptr<MemberFiles>> MemberFiles::create(const std::string& dir, unsigned count,
-                                                         uint64_t size, IoEngine& engine,
-                                                         bool keep) {
+                                                         uint64_t size, IoEngine& engine, bool keep,
+                                                         FileMember::InMemory in_memory) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return fail(ec.value(), "cannot create {}: {}", dir, ec.message());
@@ -28,8 +28,7 @@ Result<std::unique_ptr<MemberFiles>> MemberFiles::create(const std::string& dir,
     ::close(fd);
     if (rc != 0) return fail(rc, "{}: cannot allocate {} bytes: {}", path, size, std::strerror(rc));
     files->paths_.push_back(path);
-    // The benchmarks measure the ring path, also on tmpfs.
-    auto member = FileMember::open(path, engine, FileMember::InMemory::ring);
+    auto member = FileMember::open(path, engine, in_memory);
     if (!member) return fail(member.error());
     files->members_.push_back(std::move(*member));
   }

@@ -47,9 +47,11 @@ Result<void> run_queued(uint64_t count, unsigned depth,
 class MemberFiles {
  public:
   // With `keep`, the files stay when this object goes (the demo leaves its array behind).
-  static Result<std::unique_ptr<MemberFiles>> create(const std::string& dir, unsigned count,
-                                                     uint64_t size, IoEngine& engine,
-                                                     bool keep = false);
+  // The benchmarks measure the ring path, also on tmpfs (`in_memory` ring); `automatic`
+  // drives files on tmpfs inline, as the programs do (file_member.hpp).
+  static Result<std::unique_ptr<MemberFiles>> create(
+      const std::string& dir, unsigned count, uint64_t size, IoEngine& engine, bool keep = false,
+      FileMember::InMemory in_memory = FileMember::InMemory::ring);
   ~MemberFiles();
   std::vector<Member*> members() const;
   std::vector<FileMember*> files() const;

@@ -165,7 +165,9 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
   auto engine = IoEngine::create(256);
   if (!engine) return fail_with(engine.error());
   // The members, and two more files the rebuilds alternate between.
-  auto files = MemberFiles::create(o.dir, o.members + 2, o.member_size, **engine);
+  auto files = MemberFiles::create(
+      o.dir, o.members + 2, o.member_size, **engine, false,
+      o.inline_members ? FileMember::InMemory::automatic : FileMember::InMemory::ring);
   if (!files) return fail_with(files.error());
   std::vector<Member*> all = (*files)->members();
   // With a device rate, each file is served as an independent device of that bandwidth.
@@ -209,12 +211,13 @@ int run_rebuild_bench(const RebuildBenchOptions& o) {
   // What one member holds of the array's data (on RAID10 a member holds only some rows).
   const uint64_t rebuilt_bytes = created->data_size;
   std::printf(
-      "# rebuild: %s, %u members of %s, chunk %s; %s rebuilt per pass; members %s\n",
+      "# rebuild: %s, %u members of %s, chunk %s; %s rebuilt per pass; members %s%s\n",
       std::string(to_string(o.level)).c_str(), o.members, format_size(o.member_size).c_str(),
       format_size(o.chunk).c_str(), format_size(rebuilt_bytes).c_str(),
       o.device_rate == 0
           ? "as fast as the files go"
-          : fmt::format("modeled as devices of {}/s each", format_size(o.device_rate)).c_str());
+          : fmt::format("modeled as devices of {}/s each", format_size(o.device_rate)).c_str(),
+      o.inline_members ? ", driven inline where on tmpfs" : ", driven through the ring");
 
   std::vector<double> direct, same_io, rebuild, replace, copy_io, alone, beside, limited_rate;
   std::vector<double> all_read, scrub;

@@ -19,6 +19,9 @@ struct RebuildBenchOptions {
   // Bytes per second of each member modeled as a device (ModeledDevice); 0: the files as
   // they are.
   uint64_t device_rate = 0;
+  // Member files on tmpfs driven inline, on the submitting thread, as the daemon drives them
+  // (file_member.hpp); otherwise through the ring, as a device would be.
+  bool inline_members = false;
 };
 
 int run_rebuild_bench(const RebuildBenchOptions& options);

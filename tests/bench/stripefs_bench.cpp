@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   rebuild_cmd->add_option("--device-rate", rebuild_device_rate,
                           "serve each member file as an independent device of this bandwidth "
                           "per second, e.g. 200M (default 0: as fast as the files go)");
+  rebuild_cmd->add_flag("--inline", rebuild.inline_members,
+                        "drive member files on tmpfs inline, on the submitting thread, as the "
+                        "daemon does (default: through io_uring, as a device is driven)");
 
   stripefs::bench::RingBenchOptions ring;
   auto* ring_cmd = app.add_subcommand(

@@ -4,8 +4,11 @@
 // two copies) nothing is rewritten on a guess.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
+#include <thread>
 
 #include "raid/level.hpp"
 #include "raid/volume.hpp"
@@ -256,6 +259,109 @@ TEST_P(VolumeScrub, RoundsWithKeptBuffersFindWhatOneCallFinds) {
   EXPECT_EQ(total.bad_chunks[bad.member], 1u);
   EXPECT_EQ(s.array.faulty[unreadable.member]->counters().corrected, 1u);
   EXPECT_TRUE(s.volume->active(unreadable.member));
+}
+
+// Several workers find, name and repair what one finds, with reads that complete as they are
+// submitted (memory members) and with reads that complete later, on another thread (a
+// latency: every worker keeps batches in flight). Bad chunks in many batches, every slot.
+TEST_P(VolumeScrub, ManyWorkersFindAndRepairWhatOneFinds) {
+  const ScrubCase c = GetParam();
+  for (const auto latency : {std::chrono::microseconds(0), std::chrono::microseconds(200)}) {
+    SCOPED_TRACE(latency.count() == 0 ? "inline" : "in flight");
+    Scrubbed s(c);
+    const KnownData check(s.data);
+    const size_t slots = s.level->redundancy_set(0).size();
+    std::vector<uint64_t> expected(c.members, 0);
+    uint64_t bad = 0;
+    for (uint64_t stripe = 1; stripe < kRows; stripe += 11, ++bad) {
+      ++expected[s.corrupt(stripe, bad % slots).member];
+    }
+    for (auto& f : s.array.faulty) f->set_latency(latency);
+    const AlignedBuffer before = s.members_now();
+    s.volume->set_scrub_workers(1);
+    const Volume::ScrubCounts one = s.scrub(false, &check);
+    s.volume->set_scrub_workers(4);
+    const Volume::ScrubCounts four = s.scrub(false, &check);
+    for (const Volume::ScrubCounts* counts : {&one, &four}) {
+      EXPECT_EQ(counts->stripes, s.volume->geometry().stripes());
+      EXPECT_EQ(counts->mismatched, bad);
+      EXPECT_EQ(counts->unrepairable, 0u);
+      EXPECT_EQ(counts->bad_chunks, expected);
+    }
+    EXPECT_EQ(four.bad_data, one.bad_data);
+    EXPECT_EQ(four.bad_parity, one.bad_parity);
+    EXPECT_EQ(four.verified_blocks, one.verified_blocks);
+    EXPECT_EQ(four.checksum_failures, one.checksum_failures);
+    const AlignedBuffer after = s.members_now();
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0) << "a check wrote";
+    const Volume::ScrubCounts repair = s.scrub(true, &check);
+    EXPECT_EQ(repair.repaired, bad);
+    EXPECT_EQ(repair.bad_chunks, expected);
+    EXPECT_EQ(s.scrub(false, &check).mismatched, 0u) << "not clean after the repair";
+    for (auto& f : s.array.faulty) f->set_latency({});
+    ASSERT_TRUE(s.volume->write(0, s.data.span())) << "every stripe lock was let go";
+    s.expect_data();
+  }
+}
+
+// A worker whose batch cannot be read (healing is off) stops them all: the scrub fails naming
+// the member, and every stripe it locked is let go (a write of the whole volume goes through).
+TEST_P(VolumeScrub, AFailingWorkerStopsTheOthersAndLetsGoOfItsStripes) {
+  for (const auto latency : {std::chrono::microseconds(0), std::chrono::microseconds(200)}) {
+    SCOPED_TRACE(latency.count() == 0 ? "inline" : "in flight");
+    Scrubbed s(GetParam());
+    s.volume->set_scrub_workers(4);
+    s.volume->set_read_error_policy(0, {});
+    const ChunkLocation at = s.level->redundancy_set(kRows / 2)[0];
+    s.array.faulty[at.member]->fail_range(
+        MemberOp::read, {kDataOffset + at.member_offset, kDataOffset + at.member_offset + 4096});
+    for (auto& f : s.array.faulty) f->set_latency(latency);
+    Volume::ScrubCounts counts;
+    auto r = s.volume->scrub_stripes(0, kRows, false, counts);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find(s.array.faulty[at.member]->name()), std::string::npos)
+        << r.error().message;
+    EXPECT_LT(counts.stripes, kRows);
+    s.array.faulty[at.member]->heal();
+    for (auto& f : s.array.faulty) f->set_latency({});
+    ASSERT_TRUE(s.volume->write(0, s.data.span()));
+    s.expect_data();
+  }
+}
+
+// The judging runs on more than one thread: with the first batch's read held back, the other
+// worker judges the rest of the volume meanwhile (one worker would wait for it first).
+TEST(VolumeScrubWorkers, AnotherWorkerGoesOnWhileOneWaitsForItsRead) {
+  Scrubbed s({RaidLevel::raid5, 4, false});
+  s.volume->set_scrub_workers(2);
+  struct Counting : KnownData {
+    using KnownData::KnownData;
+    Verdict check(uint64_t offset, std::span<const std::byte> block) const override {
+      calls.fetch_add(1);
+      return KnownData::check(offset, block);
+    }
+    mutable std::atomic<uint64_t> calls{0};
+  } check(s.data);
+  FaultyMember& first = *s.array.faulty[s.level->redundancy_set(0)[0].member];
+  first.hold(MemberOp::read, {kDataOffset, kDataOffset + 4096});
+  Volume::ScrubCounts counts;
+  Result<void> scrubbed;
+  std::thread scrub([&] { scrubbed = s.volume->scrub_stripes(0, kRows, false, counts, &check); });
+  // The worker with the held read has at most two batches (of scrub_batch() stripes) taken;
+  // the rest is the other's. Data blocks: 3 data chunks of kChunk per stripe.
+  const uint64_t others = (kRows - 2 * s.volume->scrub_batch()) * 3 * (kChunk / 4096);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (check.calls.load() < others && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(check.calls.load(), others) << "nothing went on while a read was held";
+  EXPECT_EQ(first.held(), 1u);
+  first.release_held();
+  scrub.join();
+  ASSERT_TRUE(scrubbed) << scrubbed.error().message;
+  EXPECT_EQ(counts.stripes, kRows);
+  EXPECT_EQ(counts.mismatched, 0u);
+  EXPECT_EQ(counts.verified_blocks, kRows * 3 * (kChunk / 4096));
 }
 
 // A row whose bad chunk could be a block without a check or the parity is not guessed, checks
