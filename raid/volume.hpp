@@ -326,7 +326,7 @@ class Volume {
   // A member driven inline (a tmpfs file, memory) is read by the scrub's own thread: a batch
   // of about this much of each member (four members: 1 MiB, this CPU's L2) is still in the
   // cache when it is judged. Measured (stripefs-bench rebuild --inline, RAID5 of 4, 64 KiB
-  // chunks, two workers, three alternating runs each, 2026-12-07): scrub 9,987-11,717 MiB/s
+  // chunks, two workers, three alternating runs each, 2026-12-07): scrub 8,642-11,717 MiB/s
   // with 256 KiB against 6,084-10,120 with 1 MiB; through the ring 1 MiB stays better
   // (median ratios 0.82-0.89 against 0.63-0.77).
   static constexpr uint64_t kScrubInlineBatchBytes = 256u << 10;
