@@ -371,6 +371,12 @@ class Array {
     uint64_t user_ios = 0;
   };
   Pacing start_pacing();
+  // The Volume's member I/Os so far (its requests': a rebuild's and a scrub's own are not
+  // counted): what tells pacing that the array has user I/O.
+  uint64_t user_ios() const;
+  // I/O the task itself did through the Volume since `before` (user_ios() then), such as
+  // a scrub checker's reads of the filesystem's metadata, is not the user's.
+  void discount_own_ios(Pacing& pacing, uint64_t before) const;
   // `stop`, if given, also ends a wait once it is set (rebuild_cv_ notified).
   void pace(Pacing& pacing, uint64_t written, const std::atomic<bool>* stop = nullptr);
   // The rate pace() would hold to now: the minimum if the array had user I/O since the

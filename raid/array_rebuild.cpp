@@ -309,11 +309,19 @@ bool Array::round_progress(const Pacing& pacing, Round& round, uint64_t done, ui
   return !stopping && (round.limited || current_rate(pacing) == 0);
 }
 
+uint64_t Array::user_ios() const {
+  const VolumeStats now = volume_->stats();
+  return now.member_read_ios + now.member_write_ios;
+}
+
+void Array::discount_own_ios(Pacing& pacing, uint64_t before) const {
+  pacing.user_ios += user_ios() - before;
+}
+
 Array::Pacing Array::start_pacing() {
   Pacing p;
   p.paced = std::chrono::steady_clock::now();
-  const VolumeStats at_start = volume_->stats();
-  p.user_ios = at_start.member_read_ios + at_start.member_write_ios;
+  p.user_ios = user_ios();
   std::lock_guard lock(rebuild_mutex_);
   p.generation = speed_generation_;
   return p;
@@ -322,17 +330,14 @@ Array::Pacing Array::start_pacing() {
 uint64_t Array::current_rate(const Pacing& p) const {
   // md's speed limits: the minimum while the array has other I/O, up to the maximum when it
   // has none. The Volume counts only user I/O (a rebuild's goes to the members directly).
-  const VolumeStats now = volume_->stats();
-  return now.member_read_ios + now.member_write_ios != p.user_ios ? speed_min_.load()
-                                                                  : speed_max_.load();
+  return user_ios() != p.user_ios ? speed_min_.load() : speed_max_.load();
 }
 
 // `allowed` is the seconds of work the limits allow since `paced`; a change of the limits
 // (speed_generation_) starts the account afresh, and wakes a waiting task.
 void Array::pace(Pacing& p, uint64_t written, const std::atomic<bool>* stop) {
   const uint64_t rate = current_rate(p);
-  const VolumeStats now = volume_->stats();
-  p.user_ios = now.member_read_ios + now.member_write_ios;
+  p.user_ios = user_ios();
   p.allowed += rate == 0 ? 0.0 : static_cast<double>(written) / static_cast<double>(rate);
   const double ahead = p.allowed - seconds_since(p.paced);
   if (ahead > 0) {

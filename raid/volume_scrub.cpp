@@ -304,8 +304,10 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     for (unsigned m = 0; m < width; ++m) {
       planned.push_back({m, data_offset_ + begin, b.buffers[m].data(), end - begin, m});
     }
+    // Not counted in stats_ (nor are the repairs' writes): those are the user's member I/O,
+    // by which the array's pacing tells a busy array from an idle one (Array::current_rate),
+    // as a rebuild's are not counted either.
     b.read = submit_ios_async(members_.all(), MemberOp::read, std::move(planned));
-    VolumeCounters::add(stats_.member_read_ios, width);
   };
   // Reads of the batch failed: every chunk of a member that failed is read again alone, and
   // a stripe's chunks that still fail are healed as a read's are (rebuilt together from the
@@ -376,7 +378,6 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
       bool rewritten = false;
       for (size_t i = 0; i < found.bad_rows.size() && status && repair; ++i) {
         if (found.bad_rows[i] == 0) continue;
-        VolumeCounters::add(stats_.member_write_ios, 1);
         status = member_write(*members_[where[i].member], data_offset_ + where[i].member_offset,
                               {slots[i], chunk});
         rewritten = true;

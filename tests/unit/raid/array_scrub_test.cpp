@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -93,6 +95,48 @@ TEST(ArrayScrub, IsRefusedWhenItCannotRunAndStopsOnRequest) {
   auto degraded = s.array->start_scrub(false);
   ASSERT_FALSE(degraded);
   EXPECT_EQ(degraded.error().code, EAGAIN);
+}
+
+// md's limits: the minimum while the array has user I/O, the maximum while it has none. An
+// idle array's scrub is not held to the minimum by its own I/O: neither its member reads nor
+// a checker's reads through the volume (as the filesystem reads its metadata) are the
+// user's. Rounds are 1 MiB of each member (a quarter of the maximum, 4 MiB a second): about
+// a second and a half for the whole array at the maximum, a minute and a half at the minimum
+// (64 KiB a second).
+TEST(ArrayScrub, AnIdleArraysScrubRunsAtTheIdleLimit) {
+  Scrubbing s;
+  class ReadingChecker final : public ScrubChecker {
+   public:
+    explicit ReadingChecker(Volume& volume) : volume_(volume) {}
+    Result<void> begin(const std::atomic<bool>&) override { return read(0); }
+    Result<std::unique_ptr<ScrubBatch>> batch(uint64_t begin, uint64_t) override {
+      if (auto r = read(begin); !r) return fail(r.error());
+      return std::unique_ptr<ScrubBatch>();
+    }
+    void end() override {}
+    uint64_t reads = 0;
+
+   private:
+    Result<void> read(uint64_t at) {
+      AlignedBuffer block(4096);
+      ++reads;
+      return volume_.read(at, block.span());
+    }
+    Volume& volume_;
+  } checker(s.array->volume());
+  s.array->set_scrub_checker(&checker);
+  s.array->set_rebuild_speed(kChunk, 4u << 20);  // rounds of 1 MiB of each member
+  ASSERT_TRUE(s.array->start_scrub(false));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (s.array->scrub_progress().running && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const ScrubProgress progress = s.array->scrub_progress();
+  EXPECT_FALSE(progress.running) << "held to the busy limit: " << progress.done << " of "
+                                 << progress.total << " stripes after 30 s";
+  s.array->stop_scrub();
+  EXPECT_GT(checker.reads, 2u) << "the checker read through the volume in every round";
+  s.array->set_scrub_checker(nullptr);
 }
 
 // A member failing during the scrub ends it with an error that says so; nothing is
