@@ -1,7 +1,8 @@
 // stripefsctl scrub on a mounted filesystem: a chunk of one member corrupted behind the
 // array's back (unmounted, as a failing disk or a bad cable does) is found; RAID6 names the
 // member and repairs it when asked, after which a second scrub is clean and every file reads
-// right; RAID5 cannot name it, says so, and rewrites nothing.
+// right; RAID5 cannot name it, says so, and rewrites nothing. On an idle filesystem it runs
+// at the idle limit, and an unmount cuts it short and the next mount resumes it.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -81,6 +82,35 @@ TEST_P(ScrubAtLevel, BadRequestsAreRefusedWithOneLine) {
     EXPECT_NE(refused.status, 0) << args;
     EXPECT_EQ(std::count(refused.out.begin(), refused.out.end(), '\n'), 1) << refused.out;
   }
+}
+
+// md's limits: the minimum while the filesystem has other I/O, no limit (the default maximum)
+// while it has none. On an idle filesystem the scrub's own reads (of the members, and of the
+// checksums it checks against) are not other I/O: at the minimum given here (1 MiB a second
+// of each member's 96 MiB) it would take over a minute and a half; unlimited, well under a
+// second (and one round taken for busy, 16 MiB, would cost 16 s, not a failure).
+TEST_P(ScrubAtLevel, OnAnIdleFilesystemItIsNotHeldToTheBusyLimit) {
+  start(GetParam(), "speed_limit_min=1M");
+  start_writer();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop_writer();
+  {
+    Fd root = open_file(fs_.root().string(), O_RDONLY | O_DIRECTORY);
+    ASSERT_TRUE(root.valid());
+    ASSERT_EQ(syncfs(root.get()), 0) << "nothing of the writer's left to write back meanwhile";
+  }
+  const Ctl started = ctl("scrub start");
+  ASSERT_EQ(started.status, 0) << started.out;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  nlohmann::json now = status()["scrub"];
+  while (now["running"].get<bool>() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = status()["scrub"];
+  }
+  EXPECT_FALSE(now["running"].get<bool>()) << "held to the busy limit: " << now.dump(2);
+  EXPECT_EQ(now["done"], now["total"]) << now.dump(2);
+  EXPECT_GT(now["verified_blocks"].get<uint64_t>(), 0u) << now.dump(2);
+  if (now["running"].get<bool>()) (void)ctl("scrub stop");
 }
 
 // An unmount cuts a slow scrub short; the next mount resumes it from its checkpoint (status
