@@ -329,7 +329,8 @@ Array::Pacing Array::start_pacing() {
 
 uint64_t Array::current_rate(const Pacing& p) const {
   // md's speed limits: the minimum while the array has other I/O, up to the maximum when it
-  // has none. The Volume counts only user I/O (a rebuild's goes to the members directly).
+  // has none. The Volume counts only user I/O (a rebuild's and a scrub's go to the members
+  // uncounted, and a scrub checker's reads are discounted: discount_own_ios).
   return user_ios() != p.user_ios ? speed_min_.load() : speed_max_.load();
 }
 
