@@ -376,7 +376,8 @@ class Array {
   uint64_t user_ios() const;
   // I/O the task itself did through the Volume since `before` (user_ios() then), such as
   // a scrub checker's reads of the filesystem's metadata, is not the user's. (A user's I/O
-  // in that short span goes uncounted with it; one that goes on is seen the next round.)
+  // in that span, which for the checker's walk of the inodes at the start can be long, goes
+  // uncounted with it; one that goes on is seen the next round.)
   void discount_own_ios(Pacing& pacing, uint64_t before) const;
   // `stop`, if given, also ends a wait once it is set (rebuild_cv_ notified).
   void pace(Pacing& pacing, uint64_t written, const std::atomic<bool>* stop = nullptr);

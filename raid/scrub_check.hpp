@@ -28,7 +28,8 @@ class ScrubBatch {
   // The bytes checks are made on: offsets and spans given to check() are whole blocks.
   virtual uint32_t block_size() const = 0;
   // Whether `block` (block_size() bytes) is what volume byte `offset` should hold. Called
-  // under stripe locks: no I/O, no locks.
+  // under stripe locks: no I/O, no locks; and from several scrub workers at once, so it
+  // must only read what the batch holds.
   virtual Verdict check(uint64_t offset, std::span<const std::byte> block) const = 0;
 };
 

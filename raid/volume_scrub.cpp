@@ -360,15 +360,23 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     }
     return {};
   };
+  // The workers share the next batch to take and the first failure; a failure stops them
+  // all: each stops judging (and repairing) at the next stripe, and lets go of the batches
+  // it has in flight unjudged.
+  std::atomic<uint64_t> next_stripe{first};
+  std::atomic<bool> failed{false};
+  std::mutex failure_mutex;
+  Result<void> failure;
   // Waits for its reads, judges (and repairs) its stripes, and unlocks them.
   const auto finish = [&](StripeJudge& judge, ScrubCounts& c, Batch& b,
                           bool judge_it) -> Result<void> {
     Result<void> status = b.status;
     if (b.read.valid()) {
-      const std::vector<FailedIo> failed = b.read.get();
-      if (!failed.empty() && status && judge_it) status = heal_unreadable(b, failed);
+      const std::vector<FailedIo> unread = b.read.get();
+      if (!unread.empty() && status && judge_it) status = heal_unreadable(b, unread);
     }
-    for (uint64_t stripe = b.from; stripe < b.to && status && judge_it; ++stripe) {
+    for (uint64_t stripe = b.from;
+         stripe < b.to && status && judge_it && !failed.load(std::memory_order_relaxed); ++stripe) {
       const std::vector<ChunkLocation> where = level_->redundancy_set(stripe);
       std::vector<std::byte*> slots;
       for (const ChunkLocation& at : where) {
@@ -391,12 +399,6 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
     for (uint64_t stripe = b.from; stripe < b.to; ++stripe) locks_.release(stripe);
     return status;
   };
-  // The workers share the next batch to take and the first failure; a failure stops them
-  // all, each after the batches it has in flight (unlocked, not judged).
-  std::atomic<uint64_t> next_stripe{first};
-  std::atomic<bool> failed{false};
-  std::mutex failure_mutex;
-  Result<void> failure;
   std::vector<ScrubCounts> found(workers);
   const auto work = [&](unsigned w) {
     StripeJudge judge(*level_, geometry_, check, row, buffers.scratch[w].span());
