@@ -66,6 +66,7 @@ cleanup() {
   if mountpoint -q "$mnt" 2>/dev/null; then umount "$mnt" || true; fi
   if [ -n "$daemon" ]; then wait "$daemon" 2>/dev/null || true; fi
   rm -rf "${members[@]}" "$mnt" "$log" "$work/src"
+  rmdir "$work" 2>/dev/null || true  # when nothing else is in it
 }
 trap cleanup EXIT
 
