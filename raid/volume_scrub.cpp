@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cstring>
 #include <future>
-#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -365,7 +364,6 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
   // it has in flight unjudged.
   std::atomic<uint64_t> next_stripe{first};
   std::atomic<bool> failed{false};
-  std::mutex failure_mutex;
   Result<void> failure;
   // Waits for its reads, judges (and repairs) its stripes, and unlocks them.
   const auto finish = [&](StripeJudge& judge, ScrubCounts& c, Batch& b,
@@ -428,10 +426,8 @@ Result<void> Volume::scrub_stripes(uint64_t first, uint64_t count, bool repair, 
       if (finished == started) return;
       const bool judge_it = !failed.load(std::memory_order_relaxed);
       Result<void> status = finish(judge, c, batches[finished++ % depth], judge_it);
-      if (!status && judge_it) {
-        std::lock_guard lock(failure_mutex);
-        if (!failed.exchange(true)) failure = std::move(status);
-      }
+      // Only the first to fail writes `failure`, read after the workers are joined.
+      if (!status && judge_it && !failed.exchange(true)) failure = std::move(status);
     }
   };
   {

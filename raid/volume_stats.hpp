@@ -19,7 +19,7 @@ struct VolumeStats {
   uint64_t preread_bytes = 0;
   uint64_t degraded_reads = 0;    // read segments rebuilt from parity
   uint64_t member_write_ios = 0;  // planned member I/Os of the Volume's requests, before
-                                 // merging (not a rebuild's or a scrub's: Array's pacing)
+                                  // merging (not a rebuild's or a scrub's: Array's pacing)
   uint64_t member_read_ios = 0;
   uint64_t direct_reads = 0;  // reads within one chunk sent straight to their member
 };
