@@ -43,7 +43,9 @@
 # then not comparable. --direct 0 makes them buffered on every target.
 # drop_caches drops the page cache of the mounted filesystem (FUSE or btrfs) and of the
 # loop devices; the tmpfs under every target cannot be dropped, which is the same for all.
-# Each repeat formats and mounts a fresh filesystem.
+# Each repeat formats and mounts a fresh filesystem. The repeats go round the targets (run 1
+# of each, then run 2, ...), and a ratio is the median of the runs' own ratios, so that a
+# slow or fast phase of a shared machine moves both sides of a ratio alike.
 
 # shellcheck disable=SC2317 # cleanup and setup_* are called through trap and "setup_$target"
 set -euo pipefail
@@ -380,6 +382,9 @@ if [ -x "$build_dir/fs/mkfs.stripefs" ] && [ -x "$build_dir/fs/stripefs" ]; then
 log "work $work (tmpfs ${tmpfs_mib} MiB), file ${size_mib} MiB, members 4 x ${member_mib} MiB ($members_mode)," \
   "runtime ${runtime} s, repeat ${repeat}, ${nfiles} files, $ioengine, $(fio --version)"
 
+# Each target is checked once; then the runs go round the targets (run 1 of every target,
+# then run 2, ...), so that a slow or fast phase of a shared machine falls on all of them.
+runnable=()
 for target in "${only[@]}"; do
   [ -z "${status[$target]:-}" ] || continue # listed twice
   case "$target" in
@@ -399,7 +404,11 @@ for target in "${only[@]}"; do
       ;;
   esac
   status[$target]=ok
-  for ((r = 1; r <= repeat; r++)); do
+  runnable+=("$target")
+done
+for ((r = 1; r <= repeat; r++)); do
+  for target in "${runnable[@]}"; do
+    [ "${status[$target]}" = ok ] || continue # failed in an earlier run
     log "$target: run $r of $repeat"
     mnt="$work/mnt/$target"
     dir="$work/$target"
@@ -412,7 +421,6 @@ for target in "${only[@]}"; do
     teardown "$mnt" "$dir"
     if [ "${status[$target]}" != ok ]; then
       log "$target FAILED: ${status[$target]#failed: }"
-      break
     fi
   done
 done
@@ -430,17 +438,22 @@ for target in "${targets[@]}"; do
     [ -n "${vals[${target}_$t]:-}" ] || continue
     med[${target}_$t]=$(median "${vals[${target}_$t]}")
     echo "RESULT ${target}_$t ${med[${target}_$t]} ${unit[$t]}"
+    log "$target $t, run by run: ${vals[${target}_$t]}"
   done
 done
 
-# ratio TEST BASELINE: stripefs over the baseline.
+# ratio TEST BASELINE: stripefs over the baseline, the median of the runs' own ratios (run
+# r of stripefs over run r of the baseline, which ran next to it).
 declare -A ratios=()
 ratio_names=()
 ratio() {
-  local a=${med[stripefs_$1]:-} b=${med[$2_$1]:-}
   ratio_names+=("$1_vs_$2")
-  [ -n "$a" ] && [ -n "$b" ] || return 0
-  ratios[$1_vs_$2]=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')
+  [ -n "${med[stripefs_$1]:-}" ] && [ -n "${med[$2_$1]:-}" ] || return 0
+  ratios[$1_vs_$2]=$(awk -v a="${vals[stripefs_$1]}" -v b="${vals[$2_$1]}" 'BEGIN {
+    n = split(a, x, " "); m = split(b, y, " "); if (m < n) n = m
+    for (i = 1; i <= n; i++) r[i] = x[i] / y[i]
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && r[j - 1] > r[j]; j--) { t = r[j]; r[j] = r[j - 1]; r[j - 1] = t }
+    printf "%.2f", (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }')
   echo "RESULT ratio_$1_vs_$2 ${ratios[$1_vs_$2]} x"
 }
 if [ "$members_mode" = files ]; then
