@@ -420,7 +420,8 @@ void Filesystem::place_write(Inode& inode, uint64_t begin, uint64_t length,
   maybe_full_stripe_writeback(inode, begin, begin + length, lock);
 }
 
-Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy) {
+Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy,
+                                 KillPrivs* kill) {
   Lock lock = change_lock();
   auto started = start_write(ino, offset, size, lock);
   if (!started) return fail(started.error());
@@ -435,6 +436,9 @@ Result<size_t> Filesystem::write(uint64_t ino, uint64_t offset, size_t size, con
   auto again = get_inode(ino);  // the inode may have gone while unlocked? (never: it is open)
   if (!again) return fail(again.error());
   Inode& n = **again;
+  if (kill != nullptr) {
+    if (auto r = kill_privs(n, *kill); !r) return fail(r.error());
+  }
   if (auto r = admit_write(n, begin, end, lock); !r) return fail(r.error());
   // Partially written first and last blocks take the rest of their bytes from the file.
   const uint64_t stop = offset + size;

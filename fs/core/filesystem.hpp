@@ -101,6 +101,22 @@ struct Caller {
 // member of `gid` (the kernel's in_group_or_capable). Empty: it may.
 using KeepsSgid = std::function<bool(uint32_t gid)>;
 
+// What a change of a file's data, size or owner takes from it when the kernel leaves that
+// to the filesystem: with FUSE_HANDLE_KILLPRIV_V2 all of it, and a direct write's
+// FUSE_WRITE_KILL_SUIDGID always (kill_privs.cpp).
+inline constexpr std::string_view kFcapsName = "security.capability";  // file capabilities
+
+struct KillPrivs {
+  // The changer lacks CAP_FSETID: set-user-ID goes; set-group-ID goes where group execute
+  // is set, and without it unless the changer is in the file's group (`who.gid`, or
+  // `in_group(gid)` for its other groups), as Linux 6.2 and later (setattr_should_drop_sgid).
+  bool suid_sgid = false;
+  Caller who;
+  std::function<bool(uint32_t gid)> in_group;
+  bool caps = false;    // the security.capability attribute goes
+  bool killed = false;  // out: the mode or the attributes changed (a cached mode is stale)
+};
+
 // setattr's changes: each optional field is changed when set.
 struct SetAttr {
   std::optional<uint32_t> mode, uid, gid;
@@ -192,14 +208,9 @@ class Filesystem {
   void forget(uint64_t ino, uint64_t lookups);
   Result<Attr> getattr(uint64_t ino);
   Result<Attr> setattr(uint64_t ino, const SetAttr& change);
-  // After a write, truncate or fallocate by `who` (not root): drops set-group-ID from a file
-  // without group execute when `who` is not in the file's group (`in_group(gid)`: among its
-  // groups), as Linux 6.2 and later do for local filesystems (setattr_should_drop_sgid).
-  // The kernel's own kill of privileges for FUSE, without handle_killpriv, keeps the older
-  // rule (only with group execute), and has already run.
-  // True when it dropped it (the kernel's cached mode is then stale).
-  Result<bool> drop_sgid_after_write(uint64_t ino, const Caller& who,
-                                     const std::function<bool(uint32_t gid)>& in_group);
+  // Takes from a regular file what `what` says (after a truncate, fallocate, chown or copy
+  // into it; a write does it itself), and sets `what.killed` when anything went.
+  Result<void> kill_privs(uint64_t ino, KillPrivs& what);
   Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
                      const Caller& caller);  // regular files, fifos, sockets, devices, dirs
   // O_TMPFILE: a regular file made in `parent` (for its group and default ACL) with no name
@@ -234,7 +245,9 @@ class Filesystem {
   void wait_reads();
   // Copies `size` bytes of payload with `copy(dest)` (the only copy of the data) at `offset`.
   using CopyIn = std::function<Result<void>(std::span<std::byte> dest)>;
-  Result<size_t> write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy);
+  // With `kill`, takes from the file what it says first (kill_privs), under the same lock.
+  Result<size_t> write(uint64_t ino, uint64_t offset, size_t size, const CopyIn& copy,
+                       KillPrivs* kill = nullptr);
   // Whole blocks at a block-aligned `offset` whose data is `buffer`'s from `buffer_offset`:
   // the buffer (immutable, as every cached one) joins the file's cache as it is, uncopied.
   Result<size_t> write_shared(uint64_t ino, uint64_t offset, size_t size,
@@ -394,6 +407,7 @@ class Filesystem {
   // whose completions are a crash's, posts then.)
   void post(std::function<void()> task) { (void)worker_.post(std::move(task)); }
   Result<void> check_writable() const;
+  Result<void> kill_privs(Inode& inode, KillPrivs& what);  // kill_privs.cpp
   Result<void> write_superblock(FsState state);
   Result<void> free_orphans();
   // Looks at inode `ino` after a crash: frees it if no link is left, else its written

@@ -45,6 +45,9 @@ struct Inode {
   // between: writers, truncates, opens and eviction wait (wait_in_steps).
   bool in_steps = false;
   std::optional<DirHeader> dir;  // cached directory header
+  // Whether its attributes hold security.capability, once known (store_xattrs keeps it): a
+  // write looks for the attribute to remove (kill_privs.cpp) without reading them each time.
+  std::optional<bool> has_fcaps;
   // The checksum field of its table slot as this program last read or wrote it: a commit
   // checks that the slot still holds it (InodeTable::check_slots). None: never stored yet.
   std::optional<uint32_t> slot_checksum;

@@ -97,23 +97,6 @@ Result<Attr> Filesystem::setattr(uint64_t ino, const SetAttr& change) {
   return attr_of(n);
 }
 
-Result<bool> Filesystem::drop_sgid_after_write(uint64_t ino, const Caller& who,
-                                               const std::function<bool(uint32_t gid)>& in_group) {
-  if (who.uid == 0) return false;
-  Lock lock = change_lock();
-  auto found = get_inode(ino);
-  if (!found) return fail(found.error());
-  Inode& n = **found;
-  const uint32_t mode = n.disk.mode;
-  if (!n.is_reg() || (mode & S_ISGID) == 0 || (mode & S_IXGRP) != 0) return false;
-  if (who.gid == n.disk.gid || in_group(n.disk.gid)) return false;
-  if (auto r = check_writable(); !r) return fail(r.error());
-  n.disk.mode &= ~uint32_t{S_ISGID};
-  n.disk.ctime = now();
-  dirty(n);
-  return true;
-}
-
 Result<Attr> Filesystem::mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
                                const Caller& caller) {
   Lock lock = change_lock();

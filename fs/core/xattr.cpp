@@ -99,6 +99,8 @@ Result<void> Filesystem::store_xattrs(Inode& inode, const std::vector<Xattr>& at
                   kBlockSize);
     }
   }
+  inode.has_fcaps =
+      std::any_of(attrs.begin(), attrs.end(), [](const Xattr& x) { return x.name == kFcapsName; });
   inode.disk.ctime = now();
   dirty(inode);
   return {};

@@ -12,6 +12,7 @@
 
 #include "fs/core/fs_log.hpp"
 #include "fs/daemon/fuse_route.hpp"
+#include "fs/daemon/killpriv_v2.hpp"
 #include "raid/local_ring.hpp"
 
 namespace stripefs::fs {
@@ -45,18 +46,23 @@ bool caller_in_group(fuse_req_t req, uint32_t gid) {
   return std::find(groups.begin(), groups.end(), static_cast<gid_t>(gid)) != groups.end();
 }
 
-// A write, truncate or fallocate by an unprivileged caller: set-group-ID goes as on a local
-// filesystem (Filesystem::drop_sgid_after_write).
-void drop_sgid(fuse_req_t req, fuse_ino_t ino) {
-  const Caller c = caller_of(req);
-  if (c.uid == 0) return;
-  auto dropped = fs_of(req).drop_sgid_after_write(
-      ino, c, [req](uint32_t gid) { return caller_in_group(req, gid); });
-  // The kernel keeps the mode it had (a write's reply carries no attributes): it asks again.
+// What a write, truncate, fallocate or copy by this request's caller takes from a file
+// (Filesystem::kill_privs): set-id bits when the kernel says the caller lacks CAP_FSETID
+// (`kernel_says`) or, where it says nothing, when the caller is not root; the file's
+// capabilities when the connection left them to us (killpriv_v2.hpp).
+KillPrivs privs_to_kill(fuse_req_t req, bool kernel_says) {
+  KillPrivs k;
+  k.who = caller_of(req);
+  k.suid_sgid = kernel_says || k.who.uid != 0;
+  k.in_group = [req](uint32_t gid) { return caller_in_group(req, gid); };
+  k.caps = killpriv::negotiated();
+  return k;
+}
+
+// The kernel keeps the mode it had (a write's reply carries no attributes): it asks again.
+void privs_killed(fuse_req_t req, fuse_ino_t ino, const KillPrivs& k) {
   fuse_session* session = context(req).session;
-  if (dropped && *dropped && session != nullptr) {
-    (void)fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
-  }
+  if (k.killed && session != nullptr) (void)fuse_lowlevel_notify_inval_inode(session, ino, -1, 0);
 }
 
 void to_stat(const Attr& a, struct stat* st) {
@@ -187,9 +193,14 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fus
     c.mtime = Timespec{st->st_mtim.tv_sec, static_cast<uint32_t>(st->st_mtim.tv_nsec)};
   }
   auto r = fs_of(req).setattr(ino, c);
-  if (r && c.size && !c.mode) {
-    drop_sgid(req, ino);
-    r = fs_of(req).getattr(ino);
+  // A truncate's set-id bits go here unless the kernel sent the mode it wants (without
+  // killpriv v2 it does); a chown's are setattr's own. Both take the capabilities.
+  if (r && (c.size || c.uid || c.gid)) {
+    KillPrivs k = privs_to_kill(req, killpriv::request_kills_suidgid());
+    k.suid_sgid = k.suid_sgid && c.size && !c.mode;
+    if (auto killed = fs_of(req).kill_privs(ino, k); !killed)
+      return reply_error(req, killed.error());
+    if (k.killed) r = fs_of(req).getattr(ino);
   }
   reply_attr(req, r);
 }
@@ -292,19 +303,26 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
 
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset, fuse_file_info*) {
   const size_t size = fuse_buf_size(in);
-  auto r = fs_of(req).write(ino, static_cast<uint64_t>(offset), size,
-                            [&](std::span<std::byte> dest) -> Result<void> {
-                              fuse_bufvec out = FUSE_BUFVEC_INIT(dest.size());
-                              out.buf[0].mem = dest.data();
-                              const ssize_t n = fuse_buf_copy(&out, in, fuse_buf_copy_flags{});
-                              if (n < 0) return fail(static_cast<int>(-n), "copying the payload");
-                              if (static_cast<size_t>(n) != dest.size()) {
-                                return fail(EIO, "short copy of the payload");
-                              }
-                              return {};
-                            });
+  // The kernel's writeback of cached pages takes nothing away, as on a local filesystem.
+  KillPrivs kill;
+  if (!killpriv::request_is_writeback())
+    kill = privs_to_kill(req, killpriv::request_kills_suidgid());
+  const bool kills = kill.suid_sgid || kill.caps;
+  auto r = fs_of(req).write(
+      ino, static_cast<uint64_t>(offset), size,
+      [&](std::span<std::byte> dest) -> Result<void> {
+        fuse_bufvec out = FUSE_BUFVEC_INIT(dest.size());
+        out.buf[0].mem = dest.data();
+        const ssize_t n = fuse_buf_copy(&out, in, fuse_buf_copy_flags{});
+        if (n < 0) return fail(static_cast<int>(-n), "copying the payload");
+        if (static_cast<size_t>(n) != dest.size()) {
+          return fail(EIO, "short copy of the payload");
+        }
+        return {};
+      },
+      kills ? &kill : nullptr);
   if (!r) return reply_error(req, r.error());
-  if (*r > 0) drop_sgid(req, ino);
+  privs_killed(req, ino, kill);
   fuse_reply_write(req, *r);
 }
 
@@ -477,7 +495,9 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
   if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
   auto r =
       fs_of(req).fallocate(ino, mode, static_cast<uint64_t>(offset), static_cast<uint64_t>(length));
-  if (r) drop_sgid(req, ino);
+  KillPrivs k = privs_to_kill(req, false);  // the kernel sends no flag with a fallocate
+  if (r) r = fs_of(req).kill_privs(ino, k);
+  privs_killed(req, ino, k);
   reply_void(req, r);
 }
 
@@ -496,7 +516,12 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t in_offset, fuse_fil
   auto r = fs_of(req).copy_file_range(in, static_cast<uint64_t>(in_offset), out,
                                       static_cast<uint64_t>(out_offset), length);
   if (!r) return reply_error(req, r.error());
-  if (*r > 0) drop_sgid(req, out);
+  if (*r > 0) {
+    KillPrivs k = privs_to_kill(req, false);  // nor with a copy
+    if (auto killed = fs_of(req).kill_privs(out, k); !killed)
+      return reply_error(req, killed.error());
+    privs_killed(req, out, k);
+  }
   fuse_reply_write(req, *r);
 }
 

@@ -29,6 +29,9 @@ constexpr const char* kUsage =
     "  write_hole=closed|open  log partial-stripe writes first (closed, the default\n"
     "                        on an array with a write-hole journal) or not (open: faster\n"
     "                        small writes, the write hole open until a clean unmount)\n"
+    "  killpriv=v2|v1        who takes set-id bits and file capabilities away on a write,\n"
+    "                        truncate or chown: the filesystem (v2, the default, when the\n"
+    "                        kernel offers it) or the kernel (v1: it asks before every write)\n"
     "  writeback_delay=SEC   write back dirty data older than this (default 5)\n"
     "  commit_interval=SEC   commit metadata at least this often (default 5)\n"
     "  cache_size=SIZE       dirty file data held before writers wait (default 256M)\n"
@@ -57,6 +60,7 @@ struct Raw {
   char* journal_device = nullptr;
   char* backend = nullptr;
   char* write_hole = nullptr;
+  char* killpriv = nullptr;
   double writeback_delay = 5.0;
   double commit_interval = 5.0;
   char* cache_size = nullptr;
@@ -82,8 +86,8 @@ struct Raw {
   int subtype_given = 0;
   std::vector<std::string> positional;
   ~Raw() {
-    for (char* p : {journal_device, backend, write_hole, cache_size, readahead, speed_limit_min,
-                    speed_limit_max, event_program, log_level}) {
+    for (char* p : {journal_device, backend, write_hole, killpriv, cache_size, readahead,
+                    speed_limit_min, speed_limit_max, event_program, log_level}) {
       std::free(p);
     }
   }
@@ -106,6 +110,7 @@ enum Key {
 const fuse_opt kOptions[] = {STRIPEFS_OPT("journal_device=%s", journal_device, 0),
                              STRIPEFS_OPT("backend=%s", backend, 0),
                              STRIPEFS_OPT("write_hole=%s", write_hole, 0),
+                             STRIPEFS_OPT("killpriv=%s", killpriv, 0),
                              STRIPEFS_OPT("writeback_delay=%lf", writeback_delay, 0),
                              STRIPEFS_OPT("commit_interval=%lf", commit_interval, 0),
                              STRIPEFS_OPT("cache_size=%s", cache_size, 0),
@@ -263,6 +268,14 @@ Result<void> check_values(const Raw& raw, MountOptions& out) {
       out.log_partial_stripes = false;
     } else if (value != "closed") {
       return fail(kBadValue, "write_hole={}: not closed or open", value);
+    }
+  }
+  if (raw.killpriv != nullptr) {
+    const std::string value = raw.killpriv;
+    if (value == "v1") {
+      out.killpriv_v2 = false;
+    } else if (value != "v2") {
+      return fail(kBadValue, "killpriv={}: not v2 or v1", value);
     }
   }
   return {};

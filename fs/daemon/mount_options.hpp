@@ -23,6 +23,7 @@ struct MountOptions {
   std::string journal_device;                        // journal_device=PATH
   MemberBackend backend = MemberBackend::automatic;  // backend=auto|block|pmem
   bool log_partial_stripes = true;                   // write_hole=closed (true) or open
+  bool killpriv_v2 = true;                           // killpriv=v2 (true) or v1
   FsOptions fs;                   // ro, writeback_delay, commit_interval, cache_size
   uint64_t readahead = 4u << 20;  // readahead=SIZE; 0 keeps the kernel's
   unsigned io_threads = 0;        // io_threads=N; 0: default_io_threads()

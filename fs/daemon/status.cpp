@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "fs/daemon/control.hpp"
+#include "fs/daemon/killpriv_v2.hpp"
 #include "journal/stripe_journal.hpp"
 #include "raid/local_ring.hpp"
 #include "raid/member_devices.hpp"
@@ -278,6 +279,9 @@ nlohmann::json stats_json(Array& array, Filesystem& fs, const IoEngine* engine) 
     }
   }
   return {{"volume", volume_stats_json(v)},
+          {"fuse",
+           {{"killpriv_v2", killpriv::negotiated()},
+            {"capability_queries", killpriv::capability_queries()}}},
           {"filesystem",
            {{"bytes_copied_in", f.bytes_copied_in},
             {"bytes_shared", f.bytes_shared},

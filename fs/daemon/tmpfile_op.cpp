@@ -11,6 +11,7 @@
 
 #include "fs/core/fs_log.hpp"
 #include "fs/daemon/fuse_route.hpp"
+#include "fs/daemon/killpriv_v2.hpp"
 
 namespace stripefs::fs {
 
@@ -119,11 +120,15 @@ ssize_t read_request(int session_fd, void* buf, size_t len, void* userdata) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, len);
     if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) return n;
-    if (!answered_here(fd, buf, static_cast<size_t>(n), userdata)) return n;
+    if (!answered_here(fd, buf, static_cast<size_t>(n), userdata)) {
+      killpriv::note_request(buf, static_cast<size_t>(n));
+      return n;
+    }
   }
 }
 
 ssize_t write_reply(int session_fd, iovec* iov, int count, void*) {
+  killpriv::amend_reply(iov, count);
   return ::writev(fuse_route::reply_fd(session_fd), iov, count);
 }
 

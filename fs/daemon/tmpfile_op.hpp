@@ -3,7 +3,8 @@
 // EOPNOTSUPP. The session's reads from /dev/fuse go through a hook (fuse_session_custom_io,
 // on the descriptor fuse_session_mount opened, and through it on every worker's clone) that
 // answers FUSE_TMPFILE itself, as the create operation would, and hands every other request
-// to libfuse untouched. A libfuse with its own tmpfile operation makes this file go.
+// to libfuse (after killpriv_v2.hpp has seen it; the hook's writes show it every reply). A
+// libfuse with its own tmpfile operation makes this file go.
 #pragma once
 
 #include "fs/daemon/fuse_ops.hpp"

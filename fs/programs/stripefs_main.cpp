@@ -28,6 +28,7 @@
 #include "fs/daemon/fuse_loop.hpp"
 #include "fs/daemon/fuse_ops.hpp"
 #include "fs/daemon/iostat.hpp"
+#include "fs/daemon/killpriv_v2.hpp"
 #include "fs/daemon/mount_options.hpp"
 #include "fs/daemon/status.hpp"
 #include "fs/daemon/tmpfile_op.hpp"
@@ -243,6 +244,7 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
     // (fuse_route.hpp): the daemon's own loop needs it.
     bool hooked = false;
     if (mounted == 0) {
+      fs::killpriv::set_wanted(config.killpriv_v2);  // asked for in INIT's reply, through the hook
       hooked = fs::install_tmpfile_op(session.get()) == 0;
       if (!hooked) fs_log().warn("O_TMPFILE unavailable: libfuse refused the device hook");
     }

@@ -234,7 +234,8 @@ void print_status(const json& s) {
 }
 
 void print_stats(const json& s) {
-  for (const char* section : {"volume", "filesystem", "metadata", "write_hole_journal", "io"}) {
+  for (const char* section :
+       {"volume", "fuse", "filesystem", "metadata", "write_hole_journal", "io"}) {
     if (!s.contains(section)) continue;  // a daemon from before the group
     std::printf("%s:\n", section);
     for (const auto& [key, value] : s[section].items()) {

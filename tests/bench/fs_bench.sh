@@ -4,10 +4,12 @@
 # tmpfs that the script mounts itself. Prints "RESULT name value unit" lines (the median of
 # --repeat runs) and the ratios for the goals, then a short table. stripefs_nocsum is
 # stripefs made with --no-checksums: stripefs against it is the price of data checksums.
+# stripefs_killpriv_v1 is stripefs mounted with killpriv=v1 (the kernel asks for a file's
+# capabilities before every write): stripefs against it is what killpriv v2 saves.
 #
 #   bash tests/bench/fs_bench.sh [--build-dir DIR] [--work DIR] [--size SIZE]
 #        [--runtime SEC] [--repeat N] [--members files|loop]
-#        [--only stripefs|stripefs_nocsum|passthrough|btrfs|ext4 ...]
+#        [--only stripefs|stripefs_nocsum|stripefs_killpriv_v1|passthrough|btrfs|ext4 ...]
 #        [--files N] [--stripefs-opts OPTS] [--ioengine libaio|io_uring] [--direct auto|0]
 #
 # Run as root (tmpfs, loop devices, btrfs, drop_caches). Installs fio, btrfs-progs and
@@ -93,7 +95,7 @@ while [ $# -gt 0 ]; do
         only+=("$1")
         shift
       done
-      [ ${#only[@]} -gt 0 ] || die "--only needs at least one of stripefs stripefs_nocsum passthrough btrfs ext4"
+      [ ${#only[@]} -gt 0 ] || die "--only needs at least one of stripefs stripefs_nocsum stripefs_killpriv_v1 passthrough btrfs ext4"
       ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -109,7 +111,7 @@ case "$direct_mode" in auto | 0) ;; *) die "--direct must be auto or 0" ;; esac
 case "$members_mode" in files | loop) ;; *) die "--members must be files or loop" ;; esac
 [ ${#only[@]} -gt 0 ] || only=(stripefs passthrough btrfs)
 for t in "${only[@]}"; do
-  case "$t" in stripefs | stripefs_nocsum | passthrough | btrfs | ext4) ;;
+  case "$t" in stripefs | stripefs_nocsum | stripefs_killpriv_v1 | passthrough | btrfs | ext4) ;;
     *) die "--only: unknown target '$t'" ;;
   esac
 done
@@ -388,7 +390,7 @@ runnable=()
 for target in "${only[@]}"; do
   [ -z "${status[$target]:-}" ] || continue # listed twice
   case "$target" in
-    stripefs | stripefs_nocsum)
+    stripefs | stripefs_nocsum | stripefs_killpriv_v1)
       if [ "$have_stripefs" = 0 ]; then
         status[$target]="skipped: $build_dir/fs/mkfs.stripefs or $build_dir/fs/stripefs not built"
         log "stripefs SKIPPED: ${status[$target]#skipped: }"
@@ -431,7 +433,7 @@ median() { tr ' ' '\n' <<<"$1" | sort -g | awk '{v[NR] = $1} END {
 
 declare -A med=()
 echo
-targets=(stripefs stripefs_nocsum passthrough btrfs ext4)
+targets=(stripefs stripefs_nocsum stripefs_killpriv_v1 passthrough btrfs ext4)
 for target in "${targets[@]}"; do
   [ "${status[$target]:-}" = ok ] || continue
   for t in "${tests[@]}"; do
@@ -470,15 +472,19 @@ else
 fi
 ratio filecreate passthrough
 ratio filecreate btrfs
-if [ "${status[stripefs_nocsum]:-}" = ok ]; then
-  for t in "${tests[@]}"; do ratio "$t" stripefs_nocsum; done
-fi
+for variant in stripefs_nocsum stripefs_killpriv_v1; do
+  if [ "${status[$variant]:-}" = ok ]; then
+    for t in "${tests[@]}"; do ratio "$t" "$variant"; done
+  fi
+done
 
 # The table.
 echo
 shown=()
 for target in "${targets[@]}"; do
-  [ "$target" = stripefs_nocsum ] && [ -z "${status[$target]:-}" ] && continue
+  case "$target" in
+    stripefs_nocsum | stripefs_killpriv_v1) [ -n "${status[$target]:-}" ] || continue ;;
+  esac
   shown+=("$target")
 done
 printf '%-20s %-8s' test unit

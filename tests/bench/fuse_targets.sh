@@ -179,6 +179,12 @@ setup_stripefs() {
 # stripefs_nocsum: the same, without data checksums (filesystem format 1).
 setup_stripefs_nocsum() { setup_stripefs "$1" "$2" --no-checksums; }
 
+# stripefs_killpriv_v1: the same format, mounted with killpriv=v1 (beside --stripefs-opts).
+setup_stripefs_killpriv_v1() {
+  local stripefs_opts="${stripefs_opts:+$stripefs_opts,}killpriv=v1"
+  setup_stripefs "$1" "$2"
+}
+
 # passthrough_ll, built from libfuse3-dev's example. Options: its defaults (cache=normal,
 # i.e. the kernel page cache with 1 s attribute timeouts, no writeback cache), plus
 # -o source=DIR so that it mirrors a directory in the tmpfs instead of "/". -f keeps it

@@ -3,11 +3,14 @@
 // mode bits) and allow_other (users other than the mounter may enter at all).
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -57,7 +60,8 @@ class ChildChecks {
   } while (0)
 
 class Permissions : public MountedTest {
- protected:
+ public:  // for the helpers that several fixtures' tests share
+  using MountedTest::path;
   std::string mount_options() const override { return "default_permissions,allow_other"; }
 
   void SetUp() override {
@@ -68,6 +72,23 @@ class Permissions : public MountedTest {
   // Runs body as nobody:nogroup without supplementary groups; fails the test with whatever
   // the child reports.
   void as_nobody(const std::function<void(ChildChecks&)>& body) {
+    in_child(body, [] {
+      return setgroups(0, nullptr) == 0 && setgid(kNogroup) == 0 && setuid(kNobody) == 0;
+    });
+  }
+  // Runs body as root without CAP_FSETID (and without CAP_DAC_OVERRIDE's help: files of
+  // its own), which may keep no set-id bits on what it changes.
+  void as_root_without_fsetid(const std::function<void(ChildChecks&)>& body) {
+    in_child(body, [] {
+      __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct data[2]{};
+      if (syscall(SYS_capget, &header, data) != 0) return false;
+      data[CAP_FSETID / 32].effective &= ~(1u << (CAP_FSETID % 32));
+      return syscall(SYS_capset, &header, data) == 0;
+    });
+  }
+  // Runs body in a child once `become` has made it someone else (false: it could not).
+  void in_child(const std::function<void(ChildChecks&)>& body, bool (*become)()) {
     int pipe_fds[2];
     ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
     const pid_t pid = fork();
@@ -75,7 +96,7 @@ class Permissions : public MountedTest {
     if (pid == 0) {
       ::close(pipe_fds[0]);
       ChildChecks checks;
-      if (setgroups(0, nullptr) != 0 || setgid(kNogroup) != 0 || setuid(kNobody) != 0) {
+      if (!become()) {
         checks.expect(false, "dropping privileges: " + errno_name(errno));
       } else {
         struct stat st {};
@@ -340,12 +361,11 @@ TEST_F(Permissions, AnAclEntryGrantsANamedUserWhatTheModeDoesNot) {
   // chmod moves the mask: g::--- now takes the named entry's read away too.
   ASSERT_SYS(chmod(file.c_str(), 0600));
   as_nobody([&](ChildChecks& c) { CHILD_ERRNO(c, EACCES, open(file.c_str(), O_RDONLY)); });
-  EXPECT_EQ(xattr_of(file, "system.posix_acl_access"),
-            acl({{kUserObj, 6, kNoId},
-                 {kUser, 4, kNobody},
-                 {kGroupObj, 0, kNoId},
-                 {kMask, 0, kNoId},
-                 {kOther, 0, kNoId}}));
+  EXPECT_EQ(xattr_of(file, "system.posix_acl_access"), acl({{kUserObj, 6, kNoId},
+                                                            {kUser, 4, kNobody},
+                                                            {kGroupObj, 0, kNoId},
+                                                            {kMask, 0, kNoId},
+                                                            {kOther, 0, kNoId}}));
   // Across a remount, and with the kernel's cache gone, it holds.
   ASSERT_NO_FATAL_FAILURE(remount());
   ASSERT_SYS(chmod(file.c_str(), 0640));
@@ -405,6 +425,94 @@ TEST_F(Permissions, WithoutADefaultAclTheUmaskStillApplies) {
   EXPECT_EQ(stat_of(path("plain/f")).st_mode, S_IFREG | 0640);
   EXPECT_EQ(stat_of(path("plain/d")).st_mode, S_IFDIR | 0750);
   EXPECT_EQ(stat_of(path("plain/p")).st_mode, S_IFIFO | 0640);
+}
+
+// File capabilities as setcap(8) writes them (struct vfs_cap_data, revision 2): CAP_NET_RAW
+// permitted.
+std::string file_caps() {
+  const uint32_t words[5] = {0x02000000u, 1u << 13, 0, 0, 0};
+  return std::string(reinterpret_cast<const char*>(words), sizeof(words));
+}
+
+// As on a local filesystem (Filesystem::kill_privs; the kernel's rules without killpriv v2):
+// a write (buffered or direct), truncate or fallocate by someone without CAP_FSETID (nobody, root
+// without it) clears set-user-ID and set-group-ID; root's keep them; a chown clears them; and every
+// write, truncate and chown removes the file's capabilities. All of it survives a remount.
+void check_changes_take_privs_away(Permissions& t) {
+  for (const char* name :
+       {"write", "direct", "truncate", "fallocate", "root", "root-nofsetid", "chown"}) {
+    ASSERT_NO_FATAL_FAILURE(t.make_file(name, 06777));
+  }
+  const std::string caps = file_caps();
+  for (const char* name : {"cap-write", "cap-truncate", "cap-chown"}) {
+    ASSERT_NO_FATAL_FAILURE(t.make_file(name, 0755));
+    ASSERT_SYS(setxattr(t.path(name).c_str(), "security.capability", caps.data(), caps.size(), 0));
+  }
+  t.as_nobody([&](ChildChecks& c) {
+    int fd = open(t.path("write").c_str(), O_WRONLY);
+    CHILD_OK(c, fd);
+    CHILD_OK(c, pwrite(fd, "x", 1, 0));
+    close(fd);
+    void* block = nullptr;
+    CHILD_OK(c, posix_memalign(&block, 4096, 4096) == 0 ? 0 : -1);
+    std::memset(block, 'd', 4096);
+    fd = open(t.path("direct").c_str(), O_WRONLY | O_DIRECT);
+    CHILD_OK(c, fd);
+    CHILD_OK(c, pwrite(fd, block, 4096, 0));
+    close(fd);
+    std::free(block);
+    CHILD_OK(c, truncate(t.path("truncate").c_str(), 1));
+    fd = open(t.path("fallocate").c_str(), O_WRONLY);
+    CHILD_OK(c, fd);
+    CHILD_OK(c, fallocate(fd, 0, 0, 8192));
+    close(fd);
+  });
+  t.as_root_without_fsetid([&](ChildChecks& c) {
+    const int fd = open(t.path("root-nofsetid").c_str(), O_WRONLY);
+    CHILD_OK(c, fd);
+    CHILD_OK(c, pwrite(fd, "x", 1, 0));
+    close(fd);
+  });
+  ASSERT_TRUE(write_file(t.path("root"), to_bytes("root's")));
+  ASSERT_SYS(chown(t.path("chown").c_str(), kNobody, kNogroup));
+  ASSERT_TRUE(write_file(t.path("cap-write"), to_bytes("new")));
+  ASSERT_SYS(truncate(t.path("cap-truncate").c_str(), 1));
+  ASSERT_SYS(chown(t.path("cap-chown").c_str(), kNobody, kNogroup));
+  for (int round = 0; round < 2; ++round) {
+    const char* when = round == 0 ? "mounted" : "after a remount";
+    for (const char* name :
+         {"write", "direct", "truncate", "fallocate", "root-nofsetid", "chown"}) {
+      EXPECT_EQ(stat_of(t.path(name)).st_mode, S_IFREG | 0777) << name << ", " << when;
+    }
+    EXPECT_EQ(stat_of(t.path("root")).st_mode, S_IFREG | 06777) << "root's write, " << when;
+    for (const char* name : {"cap-write", "cap-truncate", "cap-chown"}) {
+      char value[64];
+      errno = 0;
+      const ssize_t got =
+          getxattr(t.path(name).c_str(), "security.capability", value, sizeof(value));
+      EXPECT_TRUE(got == -1 && errno == ENODATA)
+          << name << ", " << when << ": capabilities still there (" << got << ", "
+          << errno_name(errno) << ")";
+      EXPECT_EQ(stat_of(t.path(name)).st_mode, S_IFREG | 0755) << name << ", " << when;
+    }
+    ASSERT_NO_FATAL_FAILURE(t.remount());
+  }
+}
+
+TEST_F(Permissions, ChangesTakeSetIdBitsAndCapabilitiesAway) {
+  check_changes_take_privs_away(*this);
+}
+
+// The same with the kernel doing it (killpriv=v1): the two must not differ.
+class PermissionsKillprivV1 : public Permissions {
+ protected:
+  std::string mount_options() const override {
+    return "default_permissions,allow_other,killpriv=v1";
+  }
+};
+
+TEST_F(PermissionsKillprivV1, ChangesTakeSetIdBitsAndCapabilitiesAway) {
+  check_changes_take_privs_away(*this);
 }
 
 class PermissionsNoAcl : public Permissions {

@@ -57,13 +57,15 @@ TEST(MountOptions, SourceMountpointAndDefaults) {
 TEST(MountOptions, EachOptionOfItsOwn) {
   std::vector<std::string> left;
   auto o = parse({"stripefs", "-o",
-                  "journal_device=/dev/j,write_hole=open,writeback_delay=2.5,commit_interval=30,"
-                  "cache_size=64M,readahead=0,io_threads=8,writeback_cache,direct_io,force,noacl",
+                  "journal_device=/dev/j,write_hole=open,killpriv=v1,writeback_delay=2.5,"
+                  "commit_interval=30,cache_size=64M,readahead=0,io_threads=8,writeback_cache,"
+                  "direct_io,force,noacl",
                   "-s", "src", "/mnt"},
                  &left);
   ASSERT_TRUE(o) << o.error().message;
   EXPECT_EQ(o->journal_device, "/dev/j");
   EXPECT_FALSE(o->log_partial_stripes);
+  EXPECT_FALSE(o->killpriv_v2);
   EXPECT_EQ(o->fs.writeback_delay_s, 2.5);
   EXPECT_EQ(o->fs.commit_interval_s, 30.0);
   EXPECT_EQ(o->fs.cache_bytes, uint64_t{64} << 20);
@@ -88,9 +90,11 @@ TEST(MountOptions, EachOptionOfItsOwn) {
     ASSERT_TRUE(chosen) << chosen.error().message;
     EXPECT_EQ(chosen->backend, backend) << text;
   }
-  auto closed = parse({"stripefs", "-o", "write_hole=closed,readahead=1G", "s", "/m"});
+  EXPECT_TRUE(healing->killpriv_v2) << "the default";
+  auto closed = parse({"stripefs", "-o", "write_hole=closed,readahead=1G,killpriv=v2", "s", "/m"});
   ASSERT_TRUE(closed);
   EXPECT_TRUE(closed->log_partial_stripes);
+  EXPECT_TRUE(closed->killpriv_v2);
   EXPECT_EQ(closed->readahead, uint64_t{1} << 30);
 }
 
@@ -169,6 +173,7 @@ TEST(MountOptions, BadValuesAreRefusedNamingTheOption) {
       {"readahead=2G", "readahead=2G"},
       {"readahead=x", "readahead=x"},
       {"write_hole=ajar", "write_hole=ajar"},
+      {"killpriv=v3", "killpriv=v3"},
       {"backend=dax", "backend=dax"},
       {"max_read_errors=-1", "max_read_errors=4294967295"},
   };
@@ -194,10 +199,26 @@ TEST(MountOptions, UsageErrors) {
 
 TEST(MountOptions, UsageNamesEveryOption) {
   const std::string usage = mount_usage();
-  for (const char* name :
-       {"journal_device=", "backend=", "write_hole=", "writeback_delay=", "commit_interval=",
-        "cache_size=", "io_threads=", "readahead=", "writeback_cache", "direct_io", "force",
-        "max_read_errors=", "fsname=", "subtype=", "acl", "noacl", "-f", "-d", "-s"}) {
+  for (const char* name : {"journal_device=",
+                           "backend=",
+                           "write_hole=",
+                           "killpriv=",
+                           "writeback_delay=",
+                           "commit_interval=",
+                           "cache_size=",
+                           "io_threads=",
+                           "readahead=",
+                           "writeback_cache",
+                           "direct_io",
+                           "force",
+                           "max_read_errors=",
+                           "fsname=",
+                           "subtype=",
+                           "acl",
+                           "noacl",
+                           "-f",
+                           "-d",
+                           "-s"}) {
     EXPECT_NE(usage.find(name), std::string::npos) << name;
   }
 }
