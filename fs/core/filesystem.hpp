@@ -111,6 +111,9 @@ struct KillPrivs {
   // is set, and without it unless the changer is in the file's group (`who.gid`, or
   // `in_group(gid)` for its other groups), as Linux 6.2 and later (setattr_should_drop_sgid).
   bool suid_sgid = false;
+  // When suid_sgid is false: decides it instead, asked only for a file with set-id bits
+  // (what it costs is paid only then).
+  std::function<bool()> lacks_fsetid;
   Caller who;
   std::function<bool(uint32_t gid)> in_group;
   bool caps = false;    // the security.capability attribute goes
@@ -208,8 +211,9 @@ class Filesystem {
   void forget(uint64_t ino, uint64_t lookups);
   Result<Attr> getattr(uint64_t ino);
   Result<Attr> setattr(uint64_t ino, const SetAttr& change);
-  // Takes from a regular file what `what` says (after a truncate, fallocate, chown or copy
-  // into it; a write does it itself), and sets `what.killed` when anything went.
+  // Takes from a regular file what `what` says (before a truncate or chown, after a
+  // fallocate or a copy into it; a write does it itself), and sets `what.killed` when
+  // anything went.
   Result<void> kill_privs(uint64_t ino, KillPrivs& what);
   Result<Attr> mknod(uint64_t parent, std::string_view name, uint32_t mode, uint64_t rdev,
                      const Caller& caller);  // regular files, fifos, sockets, devices, dirs

@@ -12,7 +12,8 @@ namespace stripefs::fs {
 
 Result<void> Filesystem::kill_privs(Inode& n, KillPrivs& what) {
   if (!n.is_reg()) return {};
-  if (what.suid_sgid) {
+  const uint32_t set_ids = n.disk.mode & (S_ISUID | S_ISGID);
+  if (set_ids != 0 && (what.suid_sgid || (what.lacks_fsetid && what.lacks_fsetid()))) {
     const uint32_t mode = n.disk.mode;
     uint32_t drop = mode & S_ISUID;
     if (mode & S_ISGID) {

@@ -3,11 +3,15 @@
 #include "fs/daemon/fuse_ops.hpp"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "fs/core/fs_log.hpp"
@@ -46,16 +50,41 @@ bool caller_in_group(fuse_req_t req, uint32_t gid) {
   return std::find(groups.begin(), groups.end(), static_cast<gid_t>(gid)) != groups.end();
 }
 
-// What a write, truncate, fallocate or copy by this request's caller takes from a file
-// (Filesystem::kill_privs): set-id bits when the kernel says the caller lacks CAP_FSETID
-// (`kernel_says`) or, where it says nothing, when the caller is not root; the file's
-// capabilities when the connection left them to us (killpriv_v2.hpp).
+// Whether the thread behind `req` lacks CAP_FSETID (its effective capabilities, CapEff in
+// /proc/PID/status); when they cannot be read, whether it is not root.
+bool caller_lacks_fsetid(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  std::ifstream status("/proc/" + std::to_string(ctx->pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("CapEff:")) {
+      const uint64_t caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+      return (caps & (uint64_t{1} << CAP_FSETID)) == 0;
+    }
+  }
+  return ctx->uid != 0;
+}
+
+// What a change by this request's caller takes from a file (Filesystem::kill_privs): the
+// capabilities when the connection left them to us (killpriv_v2.hpp), and set-id bits as
+// `kernel_says` (a WRITE's or a truncate's flag: the caller lacks CAP_FSETID). Without
+// killpriv v2 a buffered write and a truncate carry no flag (the kernel has taken what it
+// takes itself), and a caller that is not root counts as lacking it, for Linux 6.2's
+// set-group-ID rule, which the kernel leaves to us.
 KillPrivs privs_to_kill(fuse_req_t req, bool kernel_says) {
   KillPrivs k;
   k.who = caller_of(req);
-  k.suid_sgid = kernel_says || k.who.uid != 0;
+  k.suid_sgid = kernel_says || (!killpriv::negotiated() && k.who.uid != 0);
   k.in_group = [req](uint32_t gid) { return caller_in_group(req, gid); };
   k.caps = killpriv::negotiated();
+  return k;
+}
+
+// The same where the kernel says nothing of the caller (a chown, a fallocate, a copy): its
+// capabilities are read, only for a file with set-id bits.
+KillPrivs privs_to_kill_unflagged(fuse_req_t req) {
+  KillPrivs k = privs_to_kill(req, false);
+  k.suid_sgid = false;
+  k.lacks_fsetid = [req] { return caller_lacks_fsetid(req); };
   return k;
 }
 
@@ -140,7 +169,9 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // must be ours (copied once) before parity is computed over it.
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
   conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_MOVE);
-  // The kernel sends setattr for O_TRUNC, and clears set-id bits itself.
+  // The kernel sends setattr for O_TRUNC. Set-id bits and capabilities: killpriv_v2.hpp
+  // (FUSE_HANDLE_KILLPRIV_V2, which libfuse 3.14 cannot ask for, goes in through the hook);
+  // never the first version.
   conn->want &= ~(FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_HANDLE_KILLPRIV);
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   if (ctx->writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
@@ -192,17 +223,24 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fus
   } else if (to_set & FUSE_SET_ATTR_MTIME) {
     c.mtime = Timespec{st->st_mtim.tv_sec, static_cast<uint32_t>(st->st_mtim.tv_nsec)};
   }
-  auto r = fs_of(req).setattr(ino, c);
-  // A truncate's set-id bits go here unless the kernel sent the mode it wants (without
-  // killpriv v2 it does); a chown's are setattr's own. Both take the capabilities.
-  if (r && (c.size || c.uid || c.gid)) {
-    KillPrivs k = privs_to_kill(req, killpriv::request_kills_suidgid());
-    k.suid_sgid = k.suid_sgid && c.size && !c.mode;
-    if (auto killed = fs_of(req).kill_privs(ino, k); !killed)
+  // What a truncate or chown takes away goes first, as in the kernel's notify_change (a
+  // chown's set-group-ID rule looks at the group the file had), unless the kernel sent the
+  // mode it wants (without killpriv v2 it does, when it took something). A chown's
+  // set-user-ID, and set-group-ID with group execute, are setattr's own.
+  if (c.size || c.uid || c.gid) {
+    KillPrivs k = c.size ? privs_to_kill(req, killpriv::request_kills_suidgid())
+                         : privs_to_kill_unflagged(req);
+    if (c.mode) {  // the capabilities only
+      const bool caps = k.caps;
+      k = KillPrivs{};
+      k.caps = caps;
+    }
+    if (auto killed = fs_of(req).kill_privs(ino, k); !killed) {
       return reply_error(req, killed.error());
-    if (k.killed) r = fs_of(req).getattr(ino);
+    }
+    privs_killed(req, ino, k);  // should the change itself fail
   }
-  reply_attr(req, r);
+  reply_attr(req, fs_of(req).setattr(ino, c));
 }
 
 void op_readlink(fuse_req_t req, fuse_ino_t ino) {
@@ -301,12 +339,14 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
                   });
 }
 
-void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset, fuse_file_info*) {
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset,
+                  fuse_file_info* fi) {
   const size_t size = fuse_buf_size(in);
   // The kernel's writeback of cached pages takes nothing away, as on a local filesystem.
   KillPrivs kill;
-  if (!killpriv::request_is_writeback())
+  if (fi == nullptr || !fi->writepage) {
     kill = privs_to_kill(req, killpriv::request_kills_suidgid());
+  }
   const bool kills = kill.suid_sgid || kill.caps;
   auto r = fs_of(req).write(
       ino, static_cast<uint64_t>(offset), size,
@@ -321,8 +361,8 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t offset,
         return {};
       },
       kills ? &kill : nullptr);
+  privs_killed(req, ino, kill);  // also when the write failed after taking them
   if (!r) return reply_error(req, r.error());
-  privs_killed(req, ino, kill);
   fuse_reply_write(req, *r);
 }
 
@@ -495,7 +535,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
   if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
   auto r =
       fs_of(req).fallocate(ino, mode, static_cast<uint64_t>(offset), static_cast<uint64_t>(length));
-  KillPrivs k = privs_to_kill(req, false);  // the kernel sends no flag with a fallocate
+  KillPrivs k = privs_to_kill_unflagged(req);
   if (r) r = fs_of(req).kill_privs(ino, k);
   privs_killed(req, ino, k);
   reply_void(req, r);
@@ -517,7 +557,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t in_offset, fuse_fil
                                       static_cast<uint64_t>(out_offset), length);
   if (!r) return reply_error(req, r.error());
   if (*r > 0) {
-    KillPrivs k = privs_to_kill(req, false);  // nor with a copy
+    KillPrivs k = privs_to_kill_unflagged(req);
     if (auto killed = fs_of(req).kill_privs(out, k); !killed)
       return reply_error(req, killed.error());
     privs_killed(req, out, k);

@@ -19,7 +19,6 @@ std::atomic<uint64_t> queries{0};
 
 struct Current {
   bool kills = false;
-  bool writeback = false;
 };
 thread_local Current current;
 thread_local std::array<char, 256> init_reply;
@@ -46,9 +45,7 @@ void note_request(const void* data, size_t size) {
   switch (in.opcode) {
     case FUSE_WRITE:
       if (size >= sizeof(in) + sizeof(fuse_write_in)) {
-        const auto arg = arg_of<fuse_write_in>(buf);
-        current.kills = (arg.write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
-        current.writeback = (arg.write_flags & FUSE_WRITE_CACHE) != 0;
+        current.kills = (arg_of<fuse_write_in>(buf).write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
       }
       break;
     case FUSE_SETATTR:
@@ -106,9 +103,6 @@ bool negotiated() {
 }
 bool request_kills_suidgid() {
   return current.kills;
-}
-bool request_is_writeback() {
-  return current.writeback;
 }
 uint64_t capability_queries() {
   return queries.load(std::memory_order_relaxed);

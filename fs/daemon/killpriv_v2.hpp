@@ -5,6 +5,8 @@
 // SB_NOSEC, asks once per file, and leaves the stripping to the filesystem: set-user-ID and
 // set-group-ID on a write, truncate or chown (the kernel says when: FUSE_WRITE_KILL_SUIDGID,
 // FATTR_KILL_SUIDGID), and security.capability on every one of them (Filesystem::kill_privs).
+// (It still removes capabilities itself when it does look, after they were set; the
+// daemon's removal covers the writes it no longer looks before.)
 //
 // The session's I/O hooks (tmpfile_op.cpp) show every request to note_request before libfuse
 // handles it on the same thread, and every reply to amend_reply before it is written: the
@@ -33,9 +35,6 @@ bool negotiated();
 // The request this thread handles asks for set-id bits to go: a WRITE with
 // FUSE_WRITE_KILL_SUIDGID, a SETATTR with FATTR_KILL_SUIDGID (the caller lacks CAP_FSETID).
 bool request_kills_suidgid();
-// A WRITE of the kernel's page writeback (FUSE_WRITE_CACHE: an mmap'ed or cached write going
-// out later), which takes no privileges away, as on a local filesystem.
-bool request_is_writeback();
 // GETXATTR requests for security.capability since the process started.
 uint64_t capability_queries();
 

@@ -246,7 +246,8 @@ int run(fs::MountOptions& config, fuse_args& args, Launch& launch) {
     if (mounted == 0) {
       fs::killpriv::set_wanted(config.killpriv_v2);  // asked for in INIT's reply, through the hook
       hooked = fs::install_tmpfile_op(session.get()) == 0;
-      if (!hooked) fs_log().warn("O_TMPFILE unavailable: libfuse refused the device hook");
+      if (!hooked)
+        fs_log().warn("O_TMPFILE and killpriv v2 unavailable: libfuse refused the device hook");
     }
     if (mounted == 0) {
       fs_log().info("mounted {} on {}", paths.front(), mountpoint);

@@ -2,66 +2,22 @@
 // uid and gid 65534 (nobody); the mount uses default_permissions (the kernel enforces the
 // mode bits) and allow_other (users other than the mounter may enter at all).
 #include <fcntl.h>
-#include <grp.h>
-#include <linux/capability.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
 
+#include "mounted/child_checks.hpp"
 #include "mounted/mounted_fixture.hpp"
 
 namespace stripefs::test {
 namespace {
 
-constexpr uid_t kNobody = 65534;
-constexpr gid_t kNogroup = 65534;
-
-// Failures found in the child, sent to the parent as text. No gtest in the child: its
-// assertions would report into a copy of the parent's state that nobody reads.
-class ChildChecks {
- public:
-  void expect_errno(long result, int err, int expected, const char* what) {
-    if (result == -1 && err == expected) return;
-    failures_ += std::string(what) + ": " +
-                 (result == -1 ? "failed with " + errno_name(err) : "succeeded") + ", expected " +
-                 errno_name(expected) + "\n";
-  }
-  void expect_ok(long result, int err, const char* what) {
-    if (result != -1) return;
-    failures_ += std::string(what) + ": failed with " + errno_name(err) + "\n";
-  }
-  void expect(bool condition, const std::string& what) {
-    if (!condition) failures_ += what + "\n";
-  }
-  const std::string& failures() const { return failures_; }
-
- private:
-  std::string failures_;
-};
-
-#define CHILD_ERRNO(checks, expected, expr)                 \
-  do {                                                      \
-    errno = 0;                                              \
-    const long result_ = static_cast<long>(expr);           \
-    (checks).expect_errno(result_, errno, expected, #expr); \
-  } while (0)
-#define CHILD_OK(checks, expr)                    \
-  do {                                            \
-    errno = 0;                                    \
-    const long result_ = static_cast<long>(expr); \
-    (checks).expect_ok(result_, errno, #expr);    \
-  } while (0)
-
 class Permissions : public MountedTest {
- public:  // for the helpers that several fixtures' tests share
-  using MountedTest::path;
+ protected:
   std::string mount_options() const override { return "default_permissions,allow_other"; }
 
   void SetUp() override {
@@ -69,66 +25,9 @@ class Permissions : public MountedTest {
     MountedTest::SetUp();
   }
 
-  // Runs body as nobody:nogroup without supplementary groups; fails the test with whatever
-  // the child reports.
+  // Runs body as nobody:nogroup without supplementary groups (child_checks.hpp).
   void as_nobody(const std::function<void(ChildChecks&)>& body) {
-    in_child(body, [] {
-      return setgroups(0, nullptr) == 0 && setgid(kNogroup) == 0 && setuid(kNobody) == 0;
-    });
-  }
-  // Runs body as root without CAP_FSETID (and without CAP_DAC_OVERRIDE's help: files of
-  // its own), which may keep no set-id bits on what it changes.
-  void as_root_without_fsetid(const std::function<void(ChildChecks&)>& body) {
-    in_child(body, [] {
-      __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-      __user_cap_data_struct data[2]{};
-      if (syscall(SYS_capget, &header, data) != 0) return false;
-      data[CAP_FSETID / 32].effective &= ~(1u << (CAP_FSETID % 32));
-      return syscall(SYS_capset, &header, data) == 0;
-    });
-  }
-  // Runs body in a child once `become` has made it someone else (false: it could not).
-  void in_child(const std::function<void(ChildChecks&)>& body, bool (*become)()) {
-    int pipe_fds[2];
-    ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0) << "fork: " << errno_name(errno);
-    if (pid == 0) {
-      ::close(pipe_fds[0]);
-      ChildChecks checks;
-      if (!become()) {
-        checks.expect(false, "dropping privileges: " + errno_name(errno));
-      } else {
-        struct stat st {};
-        if (stat(path().c_str(), &st) != 0) {
-          checks.expect(false, "nobody cannot reach " + path() + ": " + errno_name(errno) +
-                                   " (is every parent directory searchable by others?)");
-        } else {
-          body(checks);
-        }
-      }
-      const std::string& report = checks.failures();
-      size_t sent = 0;
-      while (sent < report.size()) {
-        const ssize_t n = write(pipe_fds[1], report.data() + sent, report.size() - sent);
-        if (n <= 0) break;
-        sent += static_cast<size_t>(n);
-      }
-      _exit(0);
-    }
-    ::close(pipe_fds[1]);
-    std::string report;
-    char buffer[4096];
-    for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      report.append(buffer, static_cast<size_t>(n));
-    }
-    ::close(pipe_fds[0]);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child wait status " << status;
-    EXPECT_EQ(report, "") << "as uid " << kNobody << ":\n" << report;
+    run_in_child(path(), become_nobody, body);
   }
 
   void make_file(const std::string& rel, mode_t mode, const std::string& content = "secret") {
@@ -425,94 +324,6 @@ TEST_F(Permissions, WithoutADefaultAclTheUmaskStillApplies) {
   EXPECT_EQ(stat_of(path("plain/f")).st_mode, S_IFREG | 0640);
   EXPECT_EQ(stat_of(path("plain/d")).st_mode, S_IFDIR | 0750);
   EXPECT_EQ(stat_of(path("plain/p")).st_mode, S_IFIFO | 0640);
-}
-
-// File capabilities as setcap(8) writes them (struct vfs_cap_data, revision 2): CAP_NET_RAW
-// permitted.
-std::string file_caps() {
-  const uint32_t words[5] = {0x02000000u, 1u << 13, 0, 0, 0};
-  return std::string(reinterpret_cast<const char*>(words), sizeof(words));
-}
-
-// As on a local filesystem (Filesystem::kill_privs; the kernel's rules without killpriv v2):
-// a write (buffered or direct), truncate or fallocate by someone without CAP_FSETID (nobody, root
-// without it) clears set-user-ID and set-group-ID; root's keep them; a chown clears them; and every
-// write, truncate and chown removes the file's capabilities. All of it survives a remount.
-void check_changes_take_privs_away(Permissions& t) {
-  for (const char* name :
-       {"write", "direct", "truncate", "fallocate", "root", "root-nofsetid", "chown"}) {
-    ASSERT_NO_FATAL_FAILURE(t.make_file(name, 06777));
-  }
-  const std::string caps = file_caps();
-  for (const char* name : {"cap-write", "cap-truncate", "cap-chown"}) {
-    ASSERT_NO_FATAL_FAILURE(t.make_file(name, 0755));
-    ASSERT_SYS(setxattr(t.path(name).c_str(), "security.capability", caps.data(), caps.size(), 0));
-  }
-  t.as_nobody([&](ChildChecks& c) {
-    int fd = open(t.path("write").c_str(), O_WRONLY);
-    CHILD_OK(c, fd);
-    CHILD_OK(c, pwrite(fd, "x", 1, 0));
-    close(fd);
-    void* block = nullptr;
-    CHILD_OK(c, posix_memalign(&block, 4096, 4096) == 0 ? 0 : -1);
-    std::memset(block, 'd', 4096);
-    fd = open(t.path("direct").c_str(), O_WRONLY | O_DIRECT);
-    CHILD_OK(c, fd);
-    CHILD_OK(c, pwrite(fd, block, 4096, 0));
-    close(fd);
-    std::free(block);
-    CHILD_OK(c, truncate(t.path("truncate").c_str(), 1));
-    fd = open(t.path("fallocate").c_str(), O_WRONLY);
-    CHILD_OK(c, fd);
-    CHILD_OK(c, fallocate(fd, 0, 0, 8192));
-    close(fd);
-  });
-  t.as_root_without_fsetid([&](ChildChecks& c) {
-    const int fd = open(t.path("root-nofsetid").c_str(), O_WRONLY);
-    CHILD_OK(c, fd);
-    CHILD_OK(c, pwrite(fd, "x", 1, 0));
-    close(fd);
-  });
-  ASSERT_TRUE(write_file(t.path("root"), to_bytes("root's")));
-  ASSERT_SYS(chown(t.path("chown").c_str(), kNobody, kNogroup));
-  ASSERT_TRUE(write_file(t.path("cap-write"), to_bytes("new")));
-  ASSERT_SYS(truncate(t.path("cap-truncate").c_str(), 1));
-  ASSERT_SYS(chown(t.path("cap-chown").c_str(), kNobody, kNogroup));
-  for (int round = 0; round < 2; ++round) {
-    const char* when = round == 0 ? "mounted" : "after a remount";
-    for (const char* name :
-         {"write", "direct", "truncate", "fallocate", "root-nofsetid", "chown"}) {
-      EXPECT_EQ(stat_of(t.path(name)).st_mode, S_IFREG | 0777) << name << ", " << when;
-    }
-    EXPECT_EQ(stat_of(t.path("root")).st_mode, S_IFREG | 06777) << "root's write, " << when;
-    for (const char* name : {"cap-write", "cap-truncate", "cap-chown"}) {
-      char value[64];
-      errno = 0;
-      const ssize_t got =
-          getxattr(t.path(name).c_str(), "security.capability", value, sizeof(value));
-      EXPECT_TRUE(got == -1 && errno == ENODATA)
-          << name << ", " << when << ": capabilities still there (" << got << ", "
-          << errno_name(errno) << ")";
-      EXPECT_EQ(stat_of(t.path(name)).st_mode, S_IFREG | 0755) << name << ", " << when;
-    }
-    ASSERT_NO_FATAL_FAILURE(t.remount());
-  }
-}
-
-TEST_F(Permissions, ChangesTakeSetIdBitsAndCapabilitiesAway) {
-  check_changes_take_privs_away(*this);
-}
-
-// The same with the kernel doing it (killpriv=v1): the two must not differ.
-class PermissionsKillprivV1 : public Permissions {
- protected:
-  std::string mount_options() const override {
-    return "default_permissions,allow_other,killpriv=v1";
-  }
-};
-
-TEST_F(PermissionsKillprivV1, ChangesTakeSetIdBitsAndCapabilitiesAway) {
-  check_changes_take_privs_away(*this);
 }
 
 class PermissionsNoAcl : public Permissions {
