@@ -109,6 +109,17 @@ void PowerCutMember::freeze() {
   frozen_ = true;
 }
 
+void PowerCutMember::thaw() {
+  std::vector<MemberRequest> held;
+  {
+    std::lock_guard lock(mutex_);
+    if (dead_) return;  // too late: release_held() answers them
+    frozen_ = false;
+    held = std::exchange(unanswered_, {});
+  }
+  for (MemberRequest& r : held) submit(std::move(r));
+}
+
 size_t PowerCutMember::power_off(double survive, uint64_t seed) {
   std::lock_guard lock(mutex_);
   dead_ = true;

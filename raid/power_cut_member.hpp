@@ -35,6 +35,9 @@ class PowerCutMember final : public Member {
   // first, then power_off() on each, cuts them all at once: no member fails beside the
   // others still running, so nothing records it failed.
   void freeze();
+  // Before power_off(): the power stays after all. The requests freeze() held go on, in the
+  // order they came (a test that froze at a moment it cannot use tries another).
+  void thaw();
   // The power goes: of the writes since the last flush (FUA writes excepted), each 4 KiB
   // block survives with probability `survive` (0: all are lost), decided by `seed` per write
   // and block, so a newer write may survive where an older one is lost, or the reverse. The
