@@ -231,9 +231,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* st, int to_set, fus
     KillPrivs k = c.size ? privs_to_kill(req, killpriv::request_kills_suidgid())
                          : privs_to_kill_unflagged(req);
     if (c.mode) {  // the capabilities only
-      const bool caps = k.caps;
-      k = KillPrivs{};
-      k.caps = caps;
+      k.suid_sgid = false;
+      k.lacks_fsetid = nullptr;
     }
     if (auto killed = fs_of(req).kill_privs(ino, k); !killed) {
       return reply_error(req, killed.error());

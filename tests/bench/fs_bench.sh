@@ -430,8 +430,9 @@ for ((r = 1; r <= repeat; r++)); do
 done
 
 # ---- results ----------------------------------------------------------------------------------
-median() { tr ' ' '\n' <<<"$1" | sort -g | awk '{v[NR] = $1} END {
-  if (NR % 2) printf "%.1f", v[(NR + 1) / 2]; else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# median VALUES [FORMAT]: the median of space-separated numbers, printed with FORMAT (%.1f).
+median() { tr ' ' '\n' <<<"$1" | sort -g | awk -v f="${2:-%.1f}" '{v[NR] = $1} END {
+  if (NR % 2) printf f, v[(NR + 1) / 2]; else printf f, (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 declare -A med=()
 echo
@@ -455,11 +456,11 @@ ratio_names=()
 ratio() {
   ratio_names+=("$1_vs_$2")
   [ -n "${med[stripefs_$1]:-}" ] && [ -n "${med[$2_$1]:-}" ] || return 0
-  ratios[$1_vs_$2]=$(awk -v a="${vals[stripefs_$1]}" -v b="${vals[$2_$1]}" 'BEGIN {
+  local runs
+  runs=$(awk -v a="${vals[stripefs_$1]}" -v b="${vals[$2_$1]}" 'BEGIN {
     n = split(a, x, " "); m = split(b, y, " "); if (m < n) n = m
-    for (i = 1; i <= n; i++) r[i] = x[i] / y[i]
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && r[j - 1] > r[j]; j--) { t = r[j]; r[j] = r[j - 1]; r[j - 1] = t }
-    printf "%.2f", (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }')
+    for (i = 1; i <= n; i++) printf "%s%.6f", (i > 1 ? " " : ""), x[i] / y[i] }')
+  ratios[$1_vs_$2]=$(median "$runs" %.2f)
   echo "RESULT ratio_$1_vs_$2 ${ratios[$1_vs_$2]} x"
 }
 if [ "$members_mode" = files ]; then
